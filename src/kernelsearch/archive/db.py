@@ -1,0 +1,161 @@
+"""SQLite archive. The only state: every printed number traces back to rows here.
+
+WAL mode and one short transaction per write, so a process killed at any moment leaves the
+file consistent and readers never block the writer. Later features add tables through
+``MIGRATIONS``; a file written by an older version is upgraded on open.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from kernelsearch.evaluator.candidate import Candidate
+from kernelsearch.evaluator.records import EvalResult, TimingStats
+from kernelsearch.problems.loader import Problem
+
+MIGRATIONS: list[str] = [
+    # 1: the evaluator's tables
+    """
+    CREATE TABLE problems (
+        id TEXT PRIMARY KEY, name TEXT NOT NULL, path TEXT, level INTEGER,
+        source TEXT NOT NULL, created_at REAL NOT NULL
+    );
+    CREATE TABLE candidates (
+        id TEXT PRIMARY KEY, problem_id TEXT NOT NULL REFERENCES problems(id),
+        backend TEXT NOT NULL, name TEXT, source TEXT NOT NULL, created_at REAL NOT NULL
+    );
+    CREATE TABLE evaluations (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        candidate_id TEXT NOT NULL REFERENCES candidates(id),
+        problem_id TEXT NOT NULL REFERENCES problems(id),
+        device TEXT NOT NULL, device_name TEXT, torch_version TEXT,
+        status TEXT NOT NULL, reason TEXT NOT NULL,
+        candidate_ms REAL, eager_ms REAL, compile_ms REAL,
+        speedup_vs_eager REAL, speedup_vs_compile REAL,
+        max_abs_error REAL, norm_error REAL, flags TEXT NOT NULL DEFAULT '[]',
+        record TEXT NOT NULL, created_at REAL NOT NULL
+    );
+    CREATE INDEX evaluations_by_candidate ON evaluations(candidate_id);
+    CREATE INDEX evaluations_by_problem ON evaluations(problem_id, status);
+    CREATE TABLE baselines (
+        key TEXT PRIMARY KEY, problem_id TEXT NOT NULL, device TEXT NOT NULL,
+        device_name TEXT, torch_version TEXT, eager TEXT, compile TEXT,
+        compile_error TEXT, created_at REAL NOT NULL
+    );
+    """,
+]
+
+
+class Archive:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        self.conn.row_factory = sqlite3.Row
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        self._migrate()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Archive:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        for i, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            with self.tx() as c:
+                for stmt in filter(str.strip, script.split(";")):
+                    c.execute(stmt)
+                c.execute(f"PRAGMA user_version={i}")
+
+    # -- writes -------------------------------------------------------------------------
+    def add_problem(self, p: Problem) -> None:
+        with self.tx() as c:
+            c.execute(
+                "INSERT OR IGNORE INTO problems(id, name, path, level, source, created_at) VALUES (?,?,?,?,?,?)",
+                (p.id, p.name, str(p.path), p.level, p.source, time.time()),
+            )
+
+    def add_candidate(self, cand: Candidate, problem: Problem) -> None:
+        self.add_problem(problem)
+        with self.tx() as c:
+            c.execute(
+                "INSERT OR IGNORE INTO candidates(id, problem_id, backend, name, source, created_at) VALUES (?,?,?,?,?,?)",
+                (cand.id, problem.id, cand.backend, cand.name, cand.source, time.time()),
+            )
+
+    def add_evaluation(self, r: EvalResult) -> int:
+        with self.tx() as c:
+            cur = c.execute(
+                """INSERT INTO evaluations(candidate_id, problem_id, device, device_name, torch_version,
+                   status, reason, candidate_ms, eager_ms, compile_ms, speedup_vs_eager, speedup_vs_compile,
+                   max_abs_error, norm_error, flags, record, created_at)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                (
+                    r.candidate_id, r.problem_id, r.device, r.device_name, r.torch_version,
+                    r.status.value, r.reason, r.candidate_ms, r.eager_ms, r.compile_ms,
+                    r.speedup_vs_eager, r.speedup_vs_compile, _finite(r.max_abs_error), _finite(r.norm_error),
+                    json.dumps(r.flags), json.dumps(r.to_dict(), default=str), time.time(),
+                ),
+            )
+            return int(cur.lastrowid)
+
+    def put_baseline(self, key: str, problem_id: str, device: str, device_name: str, torch_version: str,
+                     eager: TimingStats | None, compile_: TimingStats | None, compile_error: str) -> None:
+        with self.tx() as c:
+            c.execute(
+                """INSERT OR REPLACE INTO baselines(key, problem_id, device, device_name, torch_version,
+                   eager, compile, compile_error, created_at) VALUES (?,?,?,?,?,?,?,?,?)""",
+                (key, problem_id, device, device_name, torch_version,
+                 json.dumps(eager.to_dict()) if eager else None,
+                 json.dumps(compile_.to_dict()) if compile_ else None, compile_error, time.time()),
+            )
+
+    # -- reads --------------------------------------------------------------------------
+    def get_baseline(self, key: str) -> tuple[TimingStats | None, TimingStats | None, str] | None:
+        row = self.conn.execute("SELECT eager, compile, compile_error FROM baselines WHERE key=?", (key,)).fetchone()
+        if row is None or row["eager"] is None:
+            return None
+        load = lambda s: TimingStats.from_dict(json.loads(s)) if s else None  # noqa: E731
+        return load(row["eager"]), load(row["compile"]), row["compile_error"] or ""
+
+    def evaluations(self, problem_id: str | None = None) -> list[EvalResult]:
+        q, args = "SELECT record FROM evaluations", ()
+        if problem_id:
+            q, args = q + " WHERE problem_id=?", (problem_id,)
+        return [EvalResult.from_dict(json.loads(r["record"])) for r in self.conn.execute(q + " ORDER BY id", args)]
+
+    def count(self, table: str) -> int:
+        if table not in ("problems", "candidates", "evaluations", "baselines"):
+            raise ValueError(table)
+        return int(self.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+    def integrity_ok(self) -> bool:
+        return self.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def _finite(x: float | None) -> float | None:
+    if x is None or x != x or x in (float("inf"), float("-inf")):
+        return None
+    return x

@@ -1,0 +1,101 @@
+"""Benchmark a directory of candidates against problems and summarise it as fast_p."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernelsearch.archive.db import Archive
+from kernelsearch.evaluator.candidate import Candidate
+from kernelsearch.evaluator.config import EvalConfig
+from kernelsearch.evaluator.evaluate import evaluate
+from kernelsearch.evaluator.prebuild import prebuild
+from kernelsearch.evaluator.records import EvalResult
+from kernelsearch.metrics.fastp import FAST_P_THRESHOLDS, correctness_rate, fast_p_table, geomean
+from kernelsearch.problems.loader import Problem, ProblemError
+
+SEEDBANK_DIR = Path(__file__).parent / "seedbank"
+DEVICE_DEFAULT_BACKEND = {"cpu": "cpp", "cuda": "cuda"}
+
+
+def solutions_dir(spec: str, device: str) -> Path:
+    """``seedbank`` picks the bundled seeds for the device's backend; ``seedbank:triton`` names one."""
+    if spec == "seedbank" or spec.startswith("seedbank:"):
+        backend = spec.split(":", 1)[1] if ":" in spec else DEVICE_DEFAULT_BACKEND[device]
+        d = SEEDBANK_DIR / backend
+        if not d.is_dir():
+            raise ProblemError(f"no seed bank for backend {backend!r}; have: {sorted(p.name for p in SEEDBANK_DIR.iterdir() if p.is_dir())}")
+        return d
+    d = Path(spec)
+    if not d.is_dir():
+        raise ProblemError(f"{spec}: not a directory")
+    return d
+
+
+def match_solutions(problems: list[Problem], spec: str, device: str) -> list[tuple[Problem, Path | None]]:
+    """Pair each problem with ``<problem file stem>.py`` in the solutions directory."""
+    d = solutions_dir(spec, device)
+    return [(p, (d / f"{p.name}.py") if (d / f"{p.name}.py").is_file() else None) for p in problems]
+
+
+@dataclass
+class BenchSummary:
+    device: str
+    results: list[tuple[Problem, EvalResult | None]] = field(default_factory=list)
+
+    def speedups(self, baseline: str) -> list[float | None]:
+        out = []
+        for _, r in self.results:
+            s = None if r is None else (r.speedup_vs_eager if baseline == "eager" else r.speedup_vs_compile)
+            out.append(s)
+        return out
+
+    def correct(self) -> list[float | None]:
+        """1.0 marks a correct result, so correctness_rate can count it."""
+        return [1.0 if r is not None and r.status.value == "correct" else None for _, r in self.results]
+
+    def to_dict(self) -> dict:
+        return {
+            "device": self.device,
+            "problems": len(self.results),
+            "with_candidate": sum(r is not None for _, r in self.results),
+            "correctness_rate": correctness_rate(self.correct()),
+            "fast_p": {
+                b: {str(p): v for p, v in fast_p_table(self.speedups(b), FAST_P_THRESHOLDS).items()}
+                for b in ("eager", "compile")
+            },
+            "geomean_speedup": {b: geomean(self.speedups(b)) for b in ("eager", "compile")},
+            "results": [
+                {"problem": p.name, **(r.to_dict() if r is not None else {"status": "no_candidate"})}
+                for p, r in self.results
+            ],
+        }
+
+
+def run_bench(pairs: list[tuple[Problem, Path | None]], config: EvalConfig, archive: Archive | None,
+              progress: bool = True, jobs: int | None = None) -> BenchSummary:
+    """Build all candidates in parallel (``jobs`` processes), then evaluate them one at a time."""
+    summary = BenchSummary(device=config.device)
+    todo = [(p, c) for p, c in pairs if c is not None]
+    if jobs != 1:
+        if progress:
+            from rich.console import Console
+
+            Console(stderr=True).print(f"building {len(todo)} candidates in parallel ...")
+        prebuild([Candidate.from_file(c) for _, c in todo], config, jobs)
+    results: dict[str, EvalResult] = {}
+    if progress:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TimeElapsedColumn(), transient=False) as bar:
+            task = bar.add_task("evaluating", total=len(todo))
+            for p, c in todo:
+                bar.update(task, description=f"evaluating {p.name}")
+                results[p.name] = evaluate(p, Candidate.from_file(c), config, archive)
+                bar.advance(task)
+    else:
+        for p, c in todo:
+            results[p.name] = evaluate(p, Candidate.from_file(c), config, archive)
+    summary.results = [(p, results.get(p.name)) for p, _ in pairs]
+    return summary

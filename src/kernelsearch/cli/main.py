@@ -1,0 +1,168 @@
+"""The ``kernelsearch`` command. Exit status: 0 when the work was done whatever the verdicts,
+2 for a usage error or a malformed problem, with a one-line message saying which."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig, default_home
+from kernelsearch.problems.loader import ProblemError
+
+
+class UsageError(Exception):
+    """Bad arguments or input files: reported in one line, exit status 2."""
+
+
+def default_device() -> str:
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:  # pragma: no cover
+        return "cpu"
+
+
+def _add_eval_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available, else cpu")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default: the problem's, else 1e-2)")
+    p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default: the problem's, else 1e-2)")
+    p.add_argument("--trials", type=int, default=5, help="correctness trials, each with fresh random inputs")
+    p.add_argument("--seed", type=int, default=None, help="fix the seeds for an exact re-run (default: secret)")
+    p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
+    p.add_argument("--torch-fallback", choices=["mark", "reject"], default="mark",
+                   help="what to do with candidates that call PyTorch compute on the forward path")
+    p.add_argument("--archive", type=Path, default=None, help="SQLite archive (default: $KERNELSEARCH_HOME/archive.sqlite)")
+    p.add_argument("--build-timeout", type=float, default=900.0, help="seconds allowed for a build")
+    p.add_argument("--run-timeout", type=float, default=300.0, help="seconds allowed for checks and timing")
+    p.add_argument("--max-reps", type=int, default=100, help="most timed repetitions per measurement")
+
+
+def _config(args: argparse.Namespace) -> EvalConfig:
+    device = args.device or default_device()
+    if device == "cuda" and default_device() != "cuda":
+        raise UsageError("--device cuda: no CUDA device is available (install a CUDA build of PyTorch)")
+    if args.trials < 1:
+        raise UsageError("--trials must be at least 1")
+    timing = TimingConfig(max_reps=max(args.max_reps, 10), budget_s=10.0)
+    limits = Limits(build_timeout_s=args.build_timeout, run_timeout_s=args.run_timeout)
+    return EvalConfig(
+        device=device, atol=args.atol, rtol=args.rtol, trials=args.trials, seed=args.seed,
+        compile_baseline=not args.no_compile, torch_fallback=args.torch_fallback, timing=timing, limits=limits,
+    )
+
+
+def _archive(args: argparse.Namespace):
+    from kernelsearch.archive import Archive
+
+    return Archive(args.archive or default_home() / "archive.sqlite")
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from kernelsearch.evaluator.candidate import Candidate
+    from kernelsearch.evaluator.evaluate import evaluate
+    from kernelsearch.problems.loader import load_problem
+    from kernelsearch.report.terminal import print_result
+
+    problem = load_problem(args.problem)
+    path = Path(args.candidate)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such candidate file")
+    candidate = Candidate.from_file(path, backend=args.backend)
+    config = _config(args)
+    with _archive(args) as archive:
+        result = evaluate(problem, candidate, config, archive)
+    if args.json:
+        print(json.dumps(result.to_dict(), default=str))
+    else:
+        print_result(result)
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from kernelsearch.bench import match_solutions, run_bench
+    from kernelsearch.problems.loader import resolve_problems
+    from kernelsearch.report.terminal import print_bench
+
+    config = _config(args)
+    problems = resolve_problems(args.problems)
+    pairs = match_solutions(problems, args.solutions, config.device)
+    if args.matched_only:
+        pairs = [(p, c) for p, c in pairs if c is not None]
+    if not any(c is not None for _, c in pairs):
+        raise UsageError(f"{args.solutions}: no candidate file matches any problem (files are matched by problem file name)")
+    with _archive(args) as archive:
+        summary = run_bench(pairs, config, archive, progress=not args.json, jobs=args.jobs)
+    if args.json:
+        print(json.dumps(summary.to_dict(), default=str))
+    else:
+        print_bench(summary)
+    return 0
+
+
+def cmd_problems(args: argparse.Namespace) -> int:
+    from kernelsearch.problems.describe import describe
+    from kernelsearch.problems.loader import resolve_problems
+    from kernelsearch.report.terminal import print_problems
+
+    problems = resolve_problems(args.problems)
+    rows = [(p, describe(p, "cuda"), describe(p, "cpu")) for p in problems]
+    if args.json:
+        print(json.dumps([{"name": p.name, "level": p.level, "path": str(p.path), "gpu": g.to_dict(), "cpu": c.to_dict()}
+                          for p, g, c in rows]))
+    else:
+        print_problems(rows)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kernelsearch", description=__doc__)
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("eval", help="evaluate one candidate against one problem")
+    p.add_argument("problem", help="problem file or bundled problem name (see `kernelsearch problems`)")
+    p.add_argument("candidate", help="candidate .py defining class ModelNew")
+    p.add_argument("--backend", choices=["cuda", "triton", "cpp", "torch"], default=None, help="default: detected")
+    _add_eval_options(p)
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("bench", help="evaluate a directory of candidates and print a fast_p table")
+    p.add_argument("problems", help="suite, suite:level1..3, a directory of problem files, or one file")
+    p.add_argument("solutions", help="directory of candidates named like the problems, or seedbank[:BACKEND]")
+    p.add_argument("--matched-only", action="store_true", help="leave problems with no candidate out of the table")
+    p.add_argument("-j", "--jobs", type=int, default=None, help="parallel builds before evaluation (default: all cores)")
+    _add_eval_options(p)
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("problems", help="list problems with their sizes, FLOPs and bytes")
+    p.add_argument("problems", nargs="?", default="suite")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_problems)
+    return parser
+
+
+def _version() -> str:
+    from kernelsearch import __version__
+
+    return f"kernelsearch {__version__}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (UsageError, ProblemError) as e:
+        print(f"kernelsearch: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kernelsearch: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

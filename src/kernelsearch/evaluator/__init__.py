@@ -1,0 +1,1 @@
+"""The evaluator: screen, build, check and time one candidate in isolated worker processes."""

@@ -1,0 +1,62 @@
+"""Evaluation settings. One frozen object, so a result can say exactly how it was obtained."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+
+def default_home() -> Path:
+    """Where builds, baselines and the default archive live (override with KERNELSEARCH_HOME)."""
+    env = os.environ.get("KERNELSEARCH_HOME")
+    return Path(env) if env else Path.home() / ".cache" / "kernelsearch"
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    warmup: int = 3
+    min_reps: int = 10
+    max_reps: int = 100
+    target_rel_spread: float = 0.05  # stop once IQR/median is this small
+    budget_s: float = 10.0  # wall-clock budget for the timed loop
+    input_sets: int = 3  # distinct input sets rotated over timed calls
+    spot_checks: int = 2  # timed-call outputs sent to the judge
+    flush_cache: bool = True
+
+
+@dataclass(frozen=True)
+class Limits:
+    build_timeout_s: float = 900.0
+    run_timeout_s: float = 300.0
+    judge_timeout_s: float = 1800.0  # reference outputs plus eager and compile baselines
+    memory_bytes: int = 16 << 30  # resident memory of the worker's whole process group
+    output_bytes: int = 16 << 20  # what a worker may print before it is killed
+    file_bytes: int = 8 << 30  # largest file a worker may write (RLIMIT_FSIZE)
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    device: str = "cpu"  # "cpu" or "cuda"
+    atol: float | None = None  # None: the problem's ATOL, else 1e-2
+    rtol: float | None = None
+    trials: int = 5
+    seed: int | None = None  # None: a secret random seed per evaluation
+    compile_baseline: bool = True
+    torch_fallback: str = "mark"  # "mark" or "reject": torch compute on the forward path
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    limits: Limits = field(default_factory=Limits)
+    home: Path = field(default_factory=default_home)
+
+    def with_(self, **changes) -> EvalConfig:
+        return replace(self, **changes)
+
+    def timing_key(self) -> dict:
+        """The settings that change what a baseline measurement means."""
+        t = asdict(self.timing)
+        t.pop("spot_checks")
+        return t
+
+    @property
+    def builds_dir(self) -> Path:
+        return self.home / "builds"

@@ -1,0 +1,332 @@
+"""Worker process entry point: ``python -m kernelsearch.evaluator.worker FD``.
+
+Two roles, always in separate processes, the candidate's first:
+
+- ``candidate``: builds (imports) the candidate, runs it on the correctness seeds and the
+  timed loop, writes its raw outputs as tensor files and reports raw timings. It decides
+  nothing. Everything here runs beside untrusted code and may be forged by it.
+- ``judge``: runs only the reference. It recomputes the same inputs from the same seeds,
+  compares the candidate's output files with the reference outputs, and times the eager and
+  torch.compile baselines. The reference's outputs never exist in a process the candidate ran in.
+
+Messages go to the parent as JSON lines on a private pipe (the file descriptor in argv), not
+on stdout, which the candidate is free to fill with noise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+# Imported lazily inside main so that an ImportError still reaches the parent as a message.
+
+
+class Channel:
+    def __init__(self, fd: int):
+        self.f = os.fdopen(fd, "w", buffering=1)
+
+    def send(self, event: str, **payload: Any) -> None:
+        self.f.write(json.dumps({"event": event, **payload}, default=_jsonable) + "\n")
+        self.f.flush()
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, float):
+        return x
+    return str(x)
+
+
+def _tail(text: str, n: int = 6000) -> str:
+    return text if len(text) <= n else "...\n" + text[-n:]
+
+
+def _seeded(seed: int):
+    import torch
+
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+
+
+def make_inputs(module, seed: int, device: str) -> list:
+    """Same seed, same device, same inputs: in the candidate's process and in the judge's."""
+    import torch
+
+    _seeded(seed)
+    with torch.device(device):
+        inputs = list(module.get_inputs())
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def make_model(cls, module, seed: int, device: str):
+    import torch
+
+    _seeded(seed)
+    with torch.device(device):
+        model = cls(*module.get_init_inputs())
+    return model.to(device).eval()
+
+
+def _poison(device: str, nbytes: int) -> None:
+    """Fill free allocator memory with NaN so an output that is never written shows up."""
+    import torch
+
+    if device != "cuda" or nbytes <= 0:
+        return
+    try:
+        junk = torch.full((nbytes // 4,), float("nan"), dtype=torch.float32, device=device)
+        del junk
+    except RuntimeError:  # out of memory: poisoning is best effort
+        torch.cuda.empty_cache()
+
+
+def _nbytes(values) -> int:
+    import torch
+
+    return sum(x.numel() * x.element_size() for x in values if isinstance(x, torch.Tensor))
+
+
+def _device_name(device: str) -> str:
+    import platform
+
+    import torch
+
+    if device == "cuda":
+        return torch.cuda.get_device_name(torch.cuda.current_device())
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{name} ({os.cpu_count()} cores)"
+
+
+def _classify_import_error(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}"
+    markers = ("Error building extension", "error:", "ninja", "nvcc", "c++", "CalledProcessError", "Compil")
+    if isinstance(e, SyntaxError) or any(m in text for m in markers):
+        return "compile_error"
+    return "runtime_error"
+
+
+def _is_compile_exception(e: BaseException) -> bool:
+    """Triton compiles on the first call; its failures are compile errors, not runtime ones."""
+    mod = type(e).__module__ or ""
+    return mod.startswith("triton") and "Compil" in type(e).__name__
+
+
+def build(job: dict, ch: Channel):
+    """Import the candidate, which compiles its extension; report how that went."""
+    import torch
+
+    device = job["device"]
+    ch.send("phase", phase="build")
+    t0 = time.perf_counter()
+    try:
+        cand = load_module_plain(Path(job["candidate_path"]), "ks_candidate")
+    except BaseException as e:  # noqa: BLE001 - everything the candidate throws is data
+        kind = _classify_import_error(e)
+        ch.send("error", phase="build", kind=kind, message=f"{type(e).__name__}: {e}"[:4000],
+                traceback=_tail(traceback.format_exc()))
+        return None
+    build_s = time.perf_counter() - t0
+    if not hasattr(cand, "ModelNew"):
+        ch.send("error", phase="build", kind="rejected", message="module defines no ModelNew")
+        return None
+    ch.send("built", seconds=build_s, device_name=_device_name(device), torch_version=torch.__version__)
+    return cand
+
+
+def run_candidate(job: dict, ch: Channel) -> None:
+    import torch
+
+    from kernelsearch.evaluator.codec import write_tensors
+    from kernelsearch.evaluator.config import TimingConfig
+    from kernelsearch.evaluator.timing import sync, time_calls
+    from kernelsearch.problems.loader import load_module
+
+    device = job["device"]
+    out_dir = Path(job["out_dir"])
+    problem = load_module(Path(job["problem_path"]), device=device, name="ks_reference_problem")
+    cand = build(job, ch)
+    if cand is None:
+        return
+    ch.send("phase", phase="run")
+
+    phase = "init"
+    try:
+        model = make_model(cand.ModelNew, problem, job["init_seed"], device)
+        phase = "correctness"
+        for i, seed in enumerate(job["trial_seeds"]):
+            inputs = make_inputs(problem, seed, device)
+            originals = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+            _poison(device, max(64 << 20, 2 * _nbytes(inputs)))
+            with torch.no_grad():
+                out = model(*inputs)
+            sync(device)
+            _check_output_type(out)
+            write_tensors(out_dir / f"trial{i}.kst", out)
+            mutated = [j for j, (a, b) in enumerate(zip(inputs, originals, strict=True))
+                       if isinstance(a, torch.Tensor) and not torch.equal(a, b)]
+            ch.send("trial", index=i, mutated_inputs=mutated)
+            if i == 0:  # determinism: the same inputs again, on fresh copies
+                again = [x.clone() if isinstance(x, torch.Tensor) else x for x in originals]
+                _poison(device, max(64 << 20, 2 * _nbytes(inputs)))
+                with torch.no_grad():
+                    out2 = model(*again)
+                sync(device)
+                _check_output_type(out2)
+                write_tensors(out_dir / "repeat0.kst", out2)
+                del out2, again
+            del out, inputs, originals
+        phase = "timing"
+        tcfg = TimingConfig(**job["timing"])
+        sets = [make_inputs(problem, s, device) for s in job["timing_seeds"]]
+        run = time_calls(model, sets, device, tcfg, spot_checks=tcfg.spot_checks)
+        spots = []
+        for j, (k, out) in enumerate(run.spot_outputs):
+            _check_output_type(out)
+            write_tensors(out_dir / f"timed{j}.kst", out)
+            spots.append({"file": f"timed{j}.kst", "input_set": k})
+        ch.send("timing", samples_ms=run.samples_ms, spots=spots)
+    except BaseException as e:  # noqa: BLE001
+        kind = "compile_error" if _is_compile_exception(e) else "runtime_error"
+        ch.send("error", phase=phase, kind=kind, message=f"{type(e).__name__}: {e}"[:4000],
+                traceback=_tail(traceback.format_exc()))
+        return
+    ch.send("done")
+
+
+def _check_output_type(out) -> None:
+    import torch
+
+    items = out if isinstance(out, (list, tuple)) else [out]
+    for o in items:
+        if type(o) is not torch.Tensor and not isinstance(o, torch.nn.Parameter):
+            raise TypeError(f"forward returned {type(o).__name__}, not a plain torch.Tensor")
+
+
+def load_module_plain(path: Path, name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_judge(job: dict, ch: Channel) -> None:
+    import torch
+
+    from kernelsearch.evaluator.codec import CodecError, read_tensors
+    from kernelsearch.evaluator.compare import compare
+    from kernelsearch.evaluator.config import TimingConfig
+    from kernelsearch.evaluator.records import TimingStats
+    from kernelsearch.evaluator.timing import time_calls
+    from kernelsearch.problems.loader import load_module
+
+    device = job["device"]
+    cand_dir = Path(job["out_dir"])
+    atol, rtol = job["atol"], job["rtol"]
+    problem = load_module(Path(job["problem_path"]), device=device, name="ks_reference_problem")
+    ch.send("info", device_name=_device_name(device), torch_version=torch.__version__)
+    model = make_model(problem.Model, problem, job["init_seed"], device)
+
+    def reference(seed: int) -> list:
+        with torch.no_grad():
+            out = model(*make_inputs(problem, seed, device))
+        return [out] if isinstance(out, torch.Tensor) else list(out)
+
+    def load(name: str):
+        path = cand_dir / name
+        if not path.is_file():
+            return None, f"{name}: no output written"
+        try:
+            return [t.to(device) for t in read_tensors(path)], ""
+        except CodecError as e:
+            return None, f"output file unreadable: {e}"
+
+    for i, seed in enumerate(job.get("check_trials", [])):
+        got, why = load(f"trial{i}.kst")
+        tag = f"trial{i}"
+        if got is None:
+            ch.send("check", tag=tag, ok=False, reason=why)
+            continue
+        ref = reference(seed)
+        ch.send("check", **compare(tag, got, ref, atol, rtol).__dict__)
+        if i == 0:
+            again, why = load("repeat0.kst")
+            if again is None:
+                ch.send("check", tag="determinism", ok=False, reason=why)
+            else:
+                c = compare("determinism", again, got, atol, rtol)
+                if not c.ok:
+                    c.reason = "two runs on the same inputs disagree: " + c.reason
+                ch.send("check", **c.__dict__)
+        del ref, got
+    for spot in job.get("check_spots", []):
+        got, why = load(spot["file"])
+        tag = f"timed call (input set {spot['input_set']})"
+        if got is None:
+            ch.send("check", tag=tag, ok=False, reason=why)
+            continue
+        c = compare(tag, got, reference(job["timing_seeds"][spot["input_set"]]), atol, rtol)
+        if not c.ok:
+            c.reason = "output of a timed call is wrong: " + c.reason
+        ch.send("check", **c.__dict__)
+    if torch.cuda.is_available() and device == "cuda":
+        torch.cuda.empty_cache()
+
+    if job.get("baselines"):
+        tcfg = TimingConfig(**job["timing"])
+        sets = [make_inputs(problem, s, device) for s in job["timing_seeds"]]
+        eager = time_calls(model, sets, device, tcfg)
+        ch.send("baseline", kind="eager", stats=TimingStats.from_samples(eager.samples_ms).to_dict())
+        if job.get("compile_baseline"):
+            try:
+                compiled = torch.compile(model)
+                run = time_calls(compiled, sets, device, tcfg)
+                ch.send("baseline", kind="compile", stats=TimingStats.from_samples(run.samples_ms).to_dict())
+            except Exception as e:  # noqa: BLE001 - a baseline that cannot compile is reported
+                ch.send("baseline", kind="compile", stats=None, error=f"{type(e).__name__}: {e}"[:2000])
+    ch.send("done")
+
+
+def main(argv: list[str]) -> int:
+    ch = Channel(int(argv[1]))
+    try:
+        job = json.loads(sys.stdin.read())
+        if job["role"] == "candidate":
+            run_candidate(job, ch)
+        elif job["role"] == "build":
+            if build(job, ch) is not None:
+                ch.send("done")
+        elif job["role"] == "judge":
+            run_judge(job, ch)
+        else:
+            ch.send("error", phase="setup", kind="runtime_error", message=f"unknown role {job['role']!r}")
+    except BaseException as e:  # noqa: BLE001
+        ch.send("error", phase="harness", kind="harness_error", message=f"{type(e).__name__}: {e}"[:4000],
+                traceback=_tail(traceback.format_exc()))
+    finally:
+        try:
+            ch.f.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    sys.stdout.flush()
+    # Skip interpreter teardown: extension destructors and CUDA contexts can hang or crash
+    # there, and everything worth keeping has been sent.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,1 @@
+"""Providers: one module per way of getting an answer. Built from spec strings by the registry."""

@@ -1,0 +1,87 @@
+"""Describe a problem without running it: shapes, dtypes, FLOPs and the fewest bytes it must move.
+
+Everything runs on the ``meta`` device, so describing a GPU-sized problem costs no memory and
+no time here. FLOPs come from torch's FlopCounterMode, which counts matrix products and
+convolutions (the terms that decide whether a problem is compute-bound); elementwise work is
+not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from kernelsearch.problems.loader import Problem, load_module
+
+
+@dataclass
+class TensorInfo:
+    shape: list[int]
+    dtype: str
+    nbytes: int
+
+
+@dataclass
+class ProblemDescription:
+    name: str
+    device: str
+    inputs: list[TensorInfo | str] = field(default_factory=list)
+    outputs: list[TensorInfo] = field(default_factory=list)
+    param_bytes: int = 0
+    flops: int | None = None
+    min_bytes: int | None = None
+    error: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def arithmetic_intensity(self) -> float | None:
+        if not self.flops or not self.min_bytes:
+            return None
+        return self.flops / self.min_bytes
+
+
+def _info(t: torch.Tensor) -> TensorInfo:
+    return TensorInfo(list(t.shape), str(t.dtype).removeprefix("torch."), t.numel() * t.element_size())
+
+
+def describe(problem: Problem, device: str = "cuda") -> ProblemDescription:
+    """Sizes are those the problem runs at on ``device`` (CPU_SIZES applied for "cpu")."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    desc = ProblemDescription(name=problem.name, device=device)
+    try:
+        module = load_module(problem.path, device=device)
+        with torch.device("meta"):
+            model = module.Model(*module.get_init_inputs())
+            inputs = module.get_inputs()
+        model.eval()
+        desc.inputs = [_info(x) if isinstance(x, torch.Tensor) else repr(x) for x in inputs]
+        desc.param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        desc.param_bytes += sum(b.numel() * b.element_size() for b in model.buffers())
+        counter = FlopCounterMode(display=False)
+        with torch.no_grad(), counter:
+            out = model(*inputs)
+        outs = [out] if isinstance(out, torch.Tensor) else [o for o in out if isinstance(o, torch.Tensor)]
+        desc.outputs = [_info(o) for o in outs]
+        desc.flops = int(counter.get_total_flops())
+        desc.min_bytes = (
+            sum(i.nbytes for i in desc.inputs if isinstance(i, TensorInfo))
+            + desc.param_bytes
+            + sum(o.nbytes for o in desc.outputs)
+        )
+    except Exception as e:  # a problem that cannot run on meta is still a problem; say why
+        desc.error = f"{type(e).__name__}: {e}"
+    return desc
+
+
+def format_shape(infos: list) -> str:
+    parts = []
+    for i in infos:
+        if isinstance(i, TensorInfo):
+            parts.append("x".join(map(str, i.shape)) + " " + i.dtype.replace("float", "f"))
+        else:
+            parts.append(str(i))
+    return ", ".join(parts)

@@ -1,0 +1,1 @@
+"""Reports: terminal tables now; every figure comes from evaluation records."""

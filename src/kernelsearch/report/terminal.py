@@ -1,0 +1,97 @@
+"""Terminal output with rich: one result, a bench table with fast_p, the problem list."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from kernelsearch.evaluator.records import EvalResult, Status, TimingStats
+from kernelsearch.metrics.fastp import FAST_P_THRESHOLDS, correctness_rate, fast_p_table, geomean
+
+console = Console(width=None if sys.stdout.isatty() else 160)
+_STYLE = {Status.CORRECT: "green", Status.INCORRECT: "red", Status.REJECTED: "magenta"}
+
+
+def _ms(t: TimingStats | None) -> str:
+    if t is None:
+        return "-"
+    return f"{t.median_ms:.4g} ±{100 * t.rel_spread:.0f}%"
+
+
+def _x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def print_result(r: EvalResult) -> None:
+    style = _STYLE.get(r.status, "yellow")
+    console.print(f"[bold]{r.problem}[/] · {r.backend} on {r.device} ({r.device_name or '?'})")
+    console.print(f"status: [{style}]{r.status.value}[/]  {r.reason}", markup=True, highlight=False)
+    if r.flags:
+        console.print(f"flags: {', '.join(r.flags)}")
+    t = Table(show_header=True, header_style="bold")
+    for col in ("", "median ms (±IQR/median)", "min ms", "n", "speedup"):
+        t.add_column(col)
+    for name, stats, sp in (("candidate", r.candidate_timing, None), ("eager", r.eager_timing, r.speedup_vs_eager),
+                            ("torch.compile", r.compile_timing, r.speedup_vs_compile)):
+        t.add_row(name, _ms(stats), f"{stats.min_ms:.4g}" if stats else "-", str(stats.n) if stats else "-", _x(sp))
+    console.print(t)
+    if r.max_abs_error is not None:
+        console.print(f"max abs error {r.max_abs_error:.3g}, normalised error {r.norm_error:.3g} "
+                      f"(atol={r.atol:g}, rtol={r.rtol:g})")
+    if r.compile_error:
+        console.print(f"torch.compile baseline failed: {r.compile_error[:200]}")
+    if r.build_log and r.status is not Status.CORRECT:
+        console.print("[bold]log excerpt:[/]")
+        console.print(r.build_log[-3000:], markup=False, highlight=False)
+
+
+def print_bench(summary) -> None:
+    t = Table(title=f"kernelsearch bench ({summary.device})", header_style="bold")
+    for col in ("problem", "backend", "status", "candidate ms", "eager ms", "compile ms", "vs eager", "vs compile", "reason"):
+        t.add_column(col, overflow="fold")
+    for p, r in summary.results:
+        if r is None:
+            t.add_row(p.name, "-", "[dim]no candidate[/]", "-", "-", "-", "-", "-", "")
+            continue
+        style = _STYLE.get(r.status, "yellow")
+        t.add_row(p.name, r.backend, f"[{style}]{r.status.value}[/]", _ms(r.candidate_timing), _ms(r.eager_timing),
+                  _ms(r.compile_timing), _x(r.speedup_vs_eager), _x(r.speedup_vs_compile), r.reason[:60])
+    console.print(t)
+    f = Table(title="fast_p: share of problems correct and more than p times faster", header_style="bold")
+    f.add_column("baseline")
+    for p in FAST_P_THRESHOLDS:
+        f.add_column(f"p={p:g}")
+    f.add_column("geomean speedup (correct)")
+    for b in ("eager", "compile"):
+        sp = summary.speedups(b)
+        row = fast_p_table(sp, FAST_P_THRESHOLDS)
+        f.add_row(b, *(f"{v:.0%}" for v in row.values()), _x(geomean(sp)))
+    console.print(f)
+    n = len(summary.results)
+    have = sum(r is not None for _, r in summary.results)
+    console.print(f"correctness rate {correctness_rate(summary.correct()):.0%} over {n} problems "
+                  f"({have} with a candidate; problems without one count as unsolved)")
+
+
+def _shapes(desc) -> str:
+    from kernelsearch.problems.describe import format_shape
+
+    return desc.error[:40] if desc.error else format_shape(desc.inputs)
+
+
+def print_problems(rows) -> None:
+    t = Table(title="problems", header_style="bold")
+    for col in ("name", "level", "GPU inputs", "GFLOP", "min MB", "CPU inputs", "CPU MFLOP", "CPU min MB"):
+        t.add_column(col, overflow="fold")
+    for p, g, c in rows:
+        t.add_row(
+            p.name, str(p.level or "-"), _shapes(g),
+            f"{g.flops / 1e9:.1f}" if g.flops is not None else "-",
+            f"{g.min_bytes / 1e6:.0f}" if g.min_bytes is not None else "-",
+            _shapes(c),
+            f"{c.flops / 1e6:.1f}" if c.flops is not None else "-",
+            f"{c.min_bytes / 1e6:.2f}" if c.min_bytes is not None else "-",
+        )
+    console.print(t)

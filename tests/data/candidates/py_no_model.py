@@ -1,0 +1,7 @@
+"""Defines no ModelNew."""
+
+import torch.nn as nn
+
+
+class Something(nn.Module):
+    pass

@@ -1,0 +1,115 @@
+"""The real pipeline on the CPU: C++ candidates built with load_inline in worker processes,
+judged by a separate reference process, recorded in a SQLite archive."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import DATA
+
+from kernelsearch.evaluator.candidate import Candidate
+from kernelsearch.evaluator.evaluate import evaluate
+from kernelsearch.evaluator.records import Status
+from kernelsearch.problems.loader import load_problem
+
+PROBLEM = DATA / "problems" / "scale_add.py"
+
+# candidate file -> (status, words the reason must contain)
+EXPECTED = {
+    "cpp_correct": (Status.CORRECT, "checks passed"),
+    "cpp_wrong": (Status.INCORRECT, "outside atol"),
+    "cpp_partial": (Status.INCORRECT, "trial0"),
+    "cpp_compile_error": (Status.COMPILE_ERROR, "error"),
+    "cpp_segfault": (Status.CRASHED, "SIGSEGV"),
+    "cpp_hang": (Status.TIMEOUT, "did not finish"),
+    "py_correct": (Status.CORRECT, "checks passed"),
+    "py_raises": (Status.RUNTIME_ERROR, "bad block size"),
+    "py_exit": (Status.CRASHED, "exited with code 3"),
+    "py_chatty": (Status.CRASHED, "printed more than"),
+    "py_memory_hog": (Status.CRASHED, "memory limit"),
+    "py_mutates": (Status.INCORRECT, "modified its input"),
+    "py_secret": (Status.CORRECT, "checks passed"),
+    "py_no_model": (Status.REJECTED, "no class ModelNew"),
+    "py_threads": (Status.REJECTED, "threading"),
+    "py_syntax": (Status.COMPILE_ERROR, "syntax error"),
+    "cuda_on_cpu": (Status.REJECTED, "cannot run on the cpu"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_status(name, cpu_config, archive, monkeypatch):
+    monkeypatch.setenv("KS_TEST_SECRET", "hunter2")  # py_secret must not see this
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    status, words = EXPECTED[name]
+    problem = load_problem(PROBLEM)
+    result = evaluate(problem, Candidate.from_file(DATA / "candidates" / f"{name}.py"), cpu_config, archive)
+    assert result.status is status, (result.status, result.reason, result.build_log[-2000:], result.output_excerpt[-2000:])
+    assert words.lower() in result.reason.lower(), result.reason
+    # the archive holds exactly this evaluation, with the same verdict
+    rows = archive.evaluations(problem.id)
+    assert [(r.candidate_id, r.status) for r in rows] == [(result.candidate_id, status)]
+    assert archive.integrity_ok()
+    if status is Status.CORRECT:
+        assert result.candidate_ms and result.candidate_ms > 0
+        assert result.eager_ms and result.eager_ms > 0
+        assert result.speedup_vs_eager == pytest.approx(result.eager_ms / result.candidate_ms)
+        assert result.max_abs_error is not None and result.max_abs_error <= 1e-5
+        # 5 trials + determinism + 1 timed-call spot check, all judged
+        assert len(result.checks) == 7 and all(c.ok for c in result.checks)
+    if status is Status.COMPILE_ERROR and name.startswith("cpp"):
+        assert "error" in result.build_log and "pb[j]" in result.build_log  # the compiler's own words
+    if status is Status.INCORRECT and name != "py_mutates":
+        assert result.max_abs_error and result.max_abs_error > 0.5
+        assert result.speedup_vs_eager is None
+
+
+def test_torch_fallback_marked_or_rejected(cpu_config, archive):
+    problem = load_problem(PROBLEM)
+    cand = Candidate.from_file(DATA / "candidates" / "cpp_correct.py")
+    assert evaluate(problem, cand, cpu_config, archive).flags == []
+    plain = Candidate.from_source("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+                                  "class ModelNew(nn.Module):\n    def forward(self, a, b):\n"
+                                  "        return torch.add(F.relu(a) * 0 + a * 2, b)\n")
+    marked = evaluate(problem, plain, cpu_config, archive)
+    assert marked.status is Status.CORRECT and "torch_fallback" in marked.flags
+    strict = evaluate(problem, plain, cpu_config.with_(torch_fallback="reject"), archive)
+    assert strict.status is Status.REJECTED and "PyTorch compute" in strict.reason
+
+
+def test_fixed_seed_reproduces_inputs(cpu_config, archive):
+    problem = load_problem(PROBLEM)
+    cand = Candidate.from_file(DATA / "candidates" / "cpp_wrong.py")
+    a = evaluate(problem, cand, cpu_config.with_(seed=1234), archive)
+    b = evaluate(problem, cand, cpu_config.with_(seed=1234), archive)
+    c = evaluate(problem, cand, cpu_config.with_(seed=99), archive)
+    assert a.status is b.status is c.status is Status.INCORRECT
+    assert a.max_abs_error == b.max_abs_error  # same seeds, same inputs, same error
+    assert a.max_abs_error != c.max_abs_error
+
+
+def test_tolerance_per_run(cpu_config, archive):
+    """A loose enough tolerance accepts the wrong-by-a-scale candidate; the default does not."""
+    problem = load_problem(PROBLEM)
+    cand = Candidate.from_file(DATA / "candidates" / "cpp_wrong.py")
+    assert evaluate(problem, cand, cpu_config, archive).status is Status.INCORRECT
+    loose = evaluate(problem, cand, cpu_config.with_(atol=100.0, rtol=0.0), archive)
+    assert loose.status is Status.CORRECT and loose.atol == 100.0
+
+
+def test_baselines_cached_in_archive(cpu_config, archive):
+    problem = load_problem(PROBLEM)
+    cand = Candidate.from_file(DATA / "candidates" / "py_correct.py")
+    first = evaluate(problem, cand, cpu_config, archive)
+    assert archive.count("baselines") == 1
+    second = evaluate(problem, cand, cpu_config, archive)
+    assert second.eager_timing == first.eager_timing  # served from the cache, not re-timed
+
+
+def test_compile_baseline(cpu_config, archive):
+    """torch.compile is timed the same way (inductor builds C++ on the CPU)."""
+    problem = load_problem(PROBLEM)
+    cand = Candidate.from_file(DATA / "candidates" / "py_correct.py")
+    r = evaluate(problem, cand, cpu_config.with_(compile_baseline=True), archive)
+    assert r.status is Status.CORRECT
+    assert r.compile_timing is not None or r.compile_error, r
+    if r.compile_timing is not None:
+        assert r.speedup_vs_compile == pytest.approx(r.compile_ms / r.candidate_ms)
