@@ -64,7 +64,7 @@ def main() -> int:
         ))
         print(rows[-1], runs[0].reason, file=sys.stderr, flush=True)
     dev = runs[0].device_name if seeds else args.device
-    t = Table(title=f"seed bank on {dev}: median [min-max] over {args.reps} full evaluations", header_style="bold")
+    t = Table(title=f"seed bank on {dev}: median \\[min-max] over {args.reps} full evaluations", header_style="bold")
     for col in ("seed", "status", "kernel ms", "eager ms", "compile ms", "vs eager", "vs compile",
                 "worst IQR/median", "max abs err"):
         t.add_column(col)

@@ -113,3 +113,21 @@ def test_compile_baseline(cpu_config, archive):
     assert r.compile_timing is not None or r.compile_error, r
     if r.compile_timing is not None:
         assert r.speedup_vs_compile == pytest.approx(r.compile_ms / r.candidate_ms)
+
+
+def _thread_probe(n: int) -> Candidate:
+    return Candidate.from_source(
+        "import os\nimport torch\nimport torch.nn as nn\n"
+        "class ModelNew(nn.Module):\n    def forward(self, a, b):\n"
+        f"        if torch.get_num_threads() != {n} or os.environ.get('OMP_NUM_THREADS') != '{n}':\n"
+        "            raise RuntimeError(f'threads {torch.get_num_threads()}')\n"
+        "        return a * 2 + b\n"
+    )
+
+
+def test_cpu_threads_fixed_for_candidate(cpu_config, archive):
+    problem = load_problem(PROBLEM)
+    assert evaluate(problem, _thread_probe(1), cpu_config, archive).status is Status.CORRECT
+    assert evaluate(problem, _thread_probe(2), cpu_config.with_(cpu_threads=2), archive).status is Status.CORRECT
+    wrong = evaluate(problem, _thread_probe(2), cpu_config, archive)
+    assert wrong.status is Status.RUNTIME_ERROR and "threads 1" in wrong.reason

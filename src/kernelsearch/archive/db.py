@@ -48,6 +48,52 @@ MIGRATIONS: list[str] = [
         compile_error TEXT, created_at REAL NOT NULL
     );
     """,
+    # 2: the search loop (kernelsearch.search): runs, rounds, LLM calls, ideas, lineage.
+    # Every step of a run is one committed row here, so a killed run resumes from these alone.
+    """
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY, problem_id TEXT NOT NULL REFERENCES problems(id),
+        strategy TEXT NOT NULL, config TEXT NOT NULL, status TEXT NOT NULL,
+        stop_reason TEXT, stop_detail TEXT, elapsed_s REAL NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL, updated_at REAL NOT NULL
+    );
+    CREATE TABLE rounds (
+        run_id TEXT NOT NULL REFERENCES runs(id), round INTEGER NOT NULL,
+        kind TEXT NOT NULL, status TEXT NOT NULL, plan TEXT NOT NULL,
+        best_candidate_id TEXT, best_speedup REAL,
+        started_at REAL NOT NULL, proposed_at REAL, evaluated_at REAL,
+        PRIMARY KEY (run_id, round)
+    );
+    CREATE TABLE llm_calls (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL REFERENCES runs(id), round INTEGER, slot INTEGER, purpose TEXT,
+        request_key TEXT NOT NULL, request TEXT NOT NULL, answer TEXT, finish_reason TEXT,
+        input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL, latency_s REAL, provider TEXT, model TEXT,
+        outcome TEXT NOT NULL, note TEXT NOT NULL DEFAULT '', candidate_id TEXT,
+        created_at REAL NOT NULL, updated_at REAL NOT NULL,
+        UNIQUE (run_id, request_key)
+    );
+    CREATE INDEX llm_calls_by_round ON llm_calls(run_id, round);
+    CREATE TABLE ideas (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL REFERENCES runs(id), round INTEGER NOT NULL,
+        llm_call_id INTEGER NOT NULL REFERENCES llm_calls(id), idx INTEGER NOT NULL,
+        text TEXT NOT NULL, family TEXT NOT NULL, parent_ids TEXT NOT NULL DEFAULT '[]',
+        outcome TEXT NOT NULL DEFAULT '', created_at REAL NOT NULL,
+        UNIQUE (llm_call_id, idx)
+    );
+    CREATE TABLE lineage (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        candidate_id TEXT NOT NULL REFERENCES candidates(id),
+        round INTEGER NOT NULL, origin TEXT NOT NULL, parent_ids TEXT NOT NULL DEFAULT '[]',
+        idea_id INTEGER REFERENCES ideas(id), llm_call_id INTEGER REFERENCES llm_calls(id),
+        model TEXT, status TEXT NOT NULL, evaluation_id INTEGER REFERENCES evaluations(id),
+        created_at REAL NOT NULL, evaluated_at REAL,
+        PRIMARY KEY (run_id, candidate_id)
+    );
+    CREATE INDEX lineage_by_round ON lineage(run_id, round, status);
+    """,
 ]
 
 

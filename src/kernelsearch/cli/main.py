@@ -39,6 +39,8 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--build-timeout", type=float, default=900.0, help="seconds allowed for a build")
     p.add_argument("--run-timeout", type=float, default=300.0, help="seconds allowed for checks and timing")
     p.add_argument("--max-reps", type=int, default=100, help="most timed repetitions per measurement")
+    p.add_argument("--cpu-threads", type=int, default=1,
+                   help="CPU runs: threads for candidate and baselines alike (default 1, for stable timings)")
 
 
 def _config(args: argparse.Namespace) -> EvalConfig:
@@ -47,11 +49,14 @@ def _config(args: argparse.Namespace) -> EvalConfig:
         raise UsageError("--device cuda: no CUDA device is available (install a CUDA build of PyTorch)")
     if args.trials < 1:
         raise UsageError("--trials must be at least 1")
+    if args.cpu_threads < 1:
+        raise UsageError("--cpu-threads must be at least 1")
     timing = TimingConfig(max_reps=max(args.max_reps, 10), budget_s=10.0)
     limits = Limits(build_timeout_s=args.build_timeout, run_timeout_s=args.run_timeout)
     return EvalConfig(
         device=device, atol=args.atol, rtol=args.rtol, trials=args.trials, seed=args.seed,
         compile_baseline=not args.no_compile, torch_fallback=args.torch_fallback, timing=timing, limits=limits,
+        cpu_threads=args.cpu_threads,
     )
 
 
@@ -142,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("problems", nargs="?", default="suite")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_problems)
+
+    from kernelsearch.cli.search_cmds import add_search_commands  # run, show, best
+
+    add_search_commands(sub)
     return parser
 
 
@@ -165,4 +174,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the package's copy of this module, so that exceptions raised by other modules
+    # (which import kernelsearch.cli.main, not __main__) are the classes caught here.
+    from kernelsearch.cli.main import main as package_main
+
+    sys.exit(package_main())

@@ -43,6 +43,9 @@ class EvalConfig:
     trials: int = 5
     seed: int | None = None  # None: a secret random seed per evaluation
     compile_baseline: bool = True
+    # CPU runs: threads for candidate and baselines alike. One by default, so timings do not
+    # depend on what else the machine is doing; raise it on a quiet, dedicated machine.
+    cpu_threads: int = 1
     torch_fallback: str = "mark"  # "mark" or "reject": torch compute on the forward path
     timing: TimingConfig = field(default_factory=TimingConfig)
     limits: Limits = field(default_factory=Limits)
@@ -55,7 +58,16 @@ class EvalConfig:
         """The settings that change what a baseline measurement means."""
         t = asdict(self.timing)
         t.pop("spot_checks")
+        if self.device == "cpu":
+            t["cpu_threads"] = self.cpu_threads
         return t
+
+    def worker_env(self) -> dict[str, str]:
+        """Environment both workers get so they run under the same conditions."""
+        if self.device != "cpu":
+            return {}
+        n = str(self.cpu_threads)
+        return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n}
 
     @property
     def builds_dir(self) -> Path:

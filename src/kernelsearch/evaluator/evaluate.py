@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from kernelsearch.archive.db import Archive
+from kernelsearch.evaluator.builds import build_dir, clear_locks
 from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.records import EvalResult, Status, TimingStats, TrialCheck
@@ -115,8 +116,7 @@ def _run(problem, candidate, config, archive, res, work, init_seed, trial_seeds,
     out_dir.mkdir(parents=True)
     cand_path = cand_dir / f"{candidate.name or 'candidate'}.py"
     cand_path.write_text(candidate.source)
-    build_dir = config.builds_dir / candidate.id
-    build_dir.mkdir(parents=True, exist_ok=True)
+    bdir = build_dir(config, candidate)
 
     common = {
         "device": config.device, "problem_path": str(problem.path), "init_seed": init_seed,
@@ -128,8 +128,10 @@ def _run(problem, candidate, config, archive, res, work, init_seed, trial_seeds,
         cand_dir,
         timeouts={"build": lim.build_timeout_s, "default": lim.run_timeout_s},
         memory_bytes=lim.memory_bytes, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
-        env_extra={"TORCH_EXTENSIONS_DIR": str(build_dir)},
+        env_extra={"TORCH_EXTENSIONS_DIR": str(bdir), **config.worker_env()},
     )
+    if cand.killed and cand.phase == "build":
+        clear_locks(bdir)  # its holder is dead; the next build of this candidate must not wait
     res.output_excerpt = cand.output[-4000:]
     built = cand.first("built")
     if built:
@@ -160,7 +162,7 @@ def _run(problem, candidate, config, archive, res, work, init_seed, trial_seeds,
         memory_bytes=lim.memory_bytes * 2, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
         # the judge runs only trusted code, so torch.compile's caches may persist between runs
         env_extra={"TORCHINDUCTOR_CACHE_DIR": str(config.home / "judge-cache" / "inductor"),
-                   "TRITON_CACHE_DIR": str(config.home / "judge-cache" / "triton")},
+                   "TRITON_CACHE_DIR": str(config.home / "judge-cache" / "triton"), **config.worker_env()},
     )
     if judge.first("done") is None:
         err = judge.first("error") or {}

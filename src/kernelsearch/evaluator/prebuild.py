@@ -13,6 +13,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from kernelsearch.evaluator.builds import build_dir, clear_locks
 from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.sandbox import run_worker
@@ -21,8 +22,7 @@ from kernelsearch.evaluator.screen import screen
 
 def _build_one(candidate: Candidate, config: EvalConfig) -> bool:
     lim = config.limits
-    build_dir = config.builds_dir / candidate.id
-    build_dir.mkdir(parents=True, exist_ok=True)
+    bdir = build_dir(config, candidate)
     with tempfile.TemporaryDirectory(prefix="ks-build-") as tmp:
         work = Path(tmp)
         path = work / f"{candidate.name or 'candidate'}.py"
@@ -32,8 +32,10 @@ def _build_one(candidate: Candidate, config: EvalConfig) -> bool:
             work,
             timeouts={"default": lim.build_timeout_s},
             memory_bytes=lim.memory_bytes, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
-            env_extra={"TORCH_EXTENSIONS_DIR": str(build_dir), "MAX_JOBS": "1"},
+            env_extra={"TORCH_EXTENSIONS_DIR": str(bdir), "MAX_JOBS": "1"},
         )
+    if out.killed:
+        clear_locks(bdir)
     return out.first("done") is not None
 
 

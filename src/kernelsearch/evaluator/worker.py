@@ -305,6 +305,10 @@ def main(argv: list[str]) -> int:
     ch = Channel(int(argv[1]))
     try:
         job = json.loads(sys.stdin.read())
+        if job.get("device") == "cpu" and os.environ.get("OMP_NUM_THREADS", "").isdigit():
+            import torch
+
+            torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
         if job["role"] == "candidate":
             run_candidate(job, ch)
         elif job["role"] == "build":

@@ -7,11 +7,10 @@ on average), so ATOL is far below the default: with atol=1e-2 an all-zero output
 import torch
 import torch.nn as nn
 
-batch_size = 16384  # 2 GiB: a 1 GiB softmax runs under 1 ms eager on an H100
+batch_size = 16384  # 2 GiB; at 1 GiB eager took 0.81 ms on an H200, too close to 1 ms on an H100
 dim = 32768
-# GPU: ~0.72 ms eager on H100 (estimate): one softmax kernel, 1 GiB read + 1 GiB written at
-# ~3.0 TB/s. Below the 1.5 ms aim: the output (same size as the input) is capped at 1 GiB.
-# Measured once on an H200 (~4.3 TB/s, same fp32 peak; torch 2.11): 0.81 ms median.
+# GPU: measured 1.608 ms eager on an H200 (torch 2.11, benchmarks/suite_baselines.py);
+# memory-bound, so an H100 (~70% of the H200's bandwidth) takes longer.
 CPU_SIZES = {"batch_size": 512, "dim": 4096}
 
 ATOL = 1e-6  # softmax values are ~1/dim; fp32 kernels agree to ~1e-6 relative

@@ -1,0 +1,355 @@
+"""`kernelsearch run`, `show` and `best`: the search loop on the command line.
+
+A run directory holds one run (`RUN_DIR/run.sqlite` plus the problem's file); given several
+problems (a suite or a directory), `run` makes one run directory per problem under `--out`
+and runs them one after the other, and `show` then adds a fast_p table over them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import re
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from kernelsearch.cli.main import UsageError, default_device
+from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
+from kernelsearch.search.config import (
+    DEVICE_BACKEND,
+    STRATEGIES,
+    Budgets,
+    RunConfig,
+    StrategyParams,
+)
+from kernelsearch.search.store import RunBusy, RunStore
+
+BUDGET_FLAGS = {"rounds": "rounds", "max_candidates": "candidates", "max_tokens": "tokens",
+                "max_cost": "cost_usd", "max_time": "wall_s", "target_speedup": "target_speedup"}
+
+
+def _one_line_errors(fn):
+    """Report UsageError here, in one line with exit status 2, as main() does: under
+    `python -m kernelsearch.cli.main` main's own UsageError is a different class object."""
+    @functools.wraps(fn)
+    def wrapper(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except UsageError as e:
+            print(f"kernelsearch: error: {e}", file=sys.stderr)
+            return 2
+    return wrapper
+
+
+def _duration(text: str) -> float:
+    """Seconds from "90", "90s", "30m" or "2h"."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([smh]?)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use 90, 90s, 30m or 2h)")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def add_search_commands(sub: Any) -> None:
+    """Register run, show and best on the main parser's subcommands."""
+    p = sub.add_parser("run", help="search for fast kernels with a language model",
+                       description="Start a search (PROBLEM --strategy S --llm PROVIDER:MODEL --out RUN_DIR) "
+                                   "or continue one (--resume RUN_DIR).")
+    p.add_argument("problem", nargs="?", help="problem file, bundled name, suite[:levelN] or directory")
+    p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue the run in RUN_DIR")
+    p.add_argument("--out", type=Path, metavar="RUN_DIR", help="new run directory (must not hold a run)")
+    p.add_argument("--strategy", choices=STRATEGIES, help="single, best-of-n, refine, branch or evolve")
+    p.add_argument("--llm", metavar="PROVIDER:MODEL",
+                   help="openai:MODEL, anthropic:MODEL, exchange:DIR or replay:FILE (on resume: switch provider)")
+    p.add_argument("--phase", choices=["propose", "evaluate"],
+                   help="propose: only the LLM side of the next round; evaluate: only pending candidates")
+    p.add_argument("--json", action="store_true", help="print the run's summary as JSON at the end")
+    p.add_argument("-q", "--quiet", action="store_true", help="no live progress")
+
+    g = p.add_argument_group("strategy")
+    g.add_argument("-n", type=int, default=None, help="best-of-n samples; refine chains; evolve children per round (default 4, refine 1)")
+    g.add_argument("--top-k", type=int, default=2, help="branch: seeds per round")
+    g.add_argument("--ideas", type=int, default=3, help="branch: ideas per seed")
+    g.add_argument("--realisations", type=int, default=2, help="branch: implementations per idea")
+    g.add_argument("--crossover-rate", type=float, default=0.5, help="evolve: share of children made by crossover")
+    g.add_argument("--explore", type=float, default=0.2, help="evolve: share of parent choice spread evenly")
+    g.add_argument("--reuse-penalty", type=float, default=0.5, help="evolve: penalty per earlier use of a parent")
+    g.add_argument("--seed", action="append", type=Path, default=[], metavar="FILE",
+                   help="a kernel (ModelNew file) entering the archive at the start; repeatable")
+    g.add_argument("--search-seed", type=int, default=None, help="seed of the search's own random choices")
+
+    g = p.add_argument_group("budgets (the first reached stops the run; on resume they replace the stored ones)")
+    g.add_argument("--rounds", type=int, default=None, help="LLM rounds (default: refine 5, branch 3, evolve 5)")
+    g.add_argument("--max-candidates", type=int, default=None, help="candidates proposed by the model")
+    g.add_argument("--max-tokens", type=int, default=None, help="input + output tokens")
+    g.add_argument("--max-cost", type=float, default=None, help="USD")
+    g.add_argument("--max-time", type=_duration, default=None, help="active wall time (90, 30m, 2h)")
+    g.add_argument("--target-speedup", type=float, default=None, help="stop at a correct kernel this much faster than eager")
+
+    g = p.add_argument_group("LLM")
+    g.add_argument("--temperature", type=float, default=0.7)
+    g.add_argument("--max-answer-tokens", type=int, default=8192, help="max_tokens of each answer")
+    g.add_argument("--llm-timeout", type=float, default=None, help="seconds per request (exchange: wait for an answer)")
+    g.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama, DeepSeek, ...)")
+    g.add_argument("--api-key-env", default=None, help="environment variable holding the API key")
+    g.add_argument("--llm-jobs", type=int, default=4, help="parallel requests")
+    g.add_argument("--prices", default=None, help="JSON price table (USD per million tokens) to extend the defaults")
+    g.add_argument("--prompts", default=None, help="directory of prompt templates overriding the built-in ones")
+    g.add_argument("--hardware", default=None, help="hardware description for the prompts (default: detected)")
+
+    g = p.add_argument_group("evaluation")
+    g.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available, else cpu")
+    g.add_argument("--backend", choices=["cpp", "cuda", "triton"], default=None, help="default: cpp on cpu, cuda on cuda")
+    g.add_argument("--atol", type=float, default=None)
+    g.add_argument("--rtol", type=float, default=None)
+    g.add_argument("--trials", type=int, default=5)
+    g.add_argument("--eval-seed", type=int, default=None, help="fix the evaluator's seeds (default: secret)")
+    g.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
+    g.add_argument("--torch-fallback", choices=["mark", "reject"], default="mark")
+    g.add_argument("--build-timeout", type=float, default=900.0)
+    g.add_argument("--run-timeout", type=float, default=300.0)
+    g.add_argument("--warmup", type=int, default=3)
+    g.add_argument("--min-reps", type=int, default=10)
+    g.add_argument("--max-reps", type=int, default=100)
+    g.add_argument("--timing-budget", type=float, default=10.0, help="seconds for each timed loop")
+    g.add_argument("--input-sets", type=int, default=3)
+    g.add_argument("-j", "--jobs", type=int, default=None, help="parallel builds before a round is evaluated")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("show", help="a run's round-by-round trajectory, best kernel and LLM totals")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("best", help="write a run's best kernel as a standalone ModelNew file")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("-o", "--output", type=Path, required=True)
+    p.set_defaults(func=cmd_best)
+
+
+# -- configuration --------------------------------------------------------------------------
+def _eval_config(args: argparse.Namespace, device: str) -> EvalConfig:
+    if args.trials < 1 or args.max_reps < 1 or args.min_reps < 1:
+        raise UsageError("--trials, --min-reps and --max-reps must be at least 1")
+    timing = TimingConfig(warmup=args.warmup, min_reps=min(args.min_reps, args.max_reps), max_reps=args.max_reps,
+                          budget_s=args.timing_budget, input_sets=max(1, args.input_sets),
+                          spot_checks=min(2, max(1, args.input_sets)))
+    return EvalConfig(device=device, atol=args.atol, rtol=args.rtol, trials=args.trials, seed=args.eval_seed,
+                      compile_baseline=not args.no_compile, torch_fallback=args.torch_fallback, timing=timing,
+                      limits=Limits(build_timeout_s=args.build_timeout, run_timeout_s=args.run_timeout))
+
+
+def _budgets(args: argparse.Namespace, base: Budgets | None = None) -> Budgets:
+    given = {field: getattr(args, flag) for flag, field in BUDGET_FLAGS.items() if getattr(args, flag) is not None}
+    for field, v in given.items():
+        if v is not None and v <= 0:
+            raise UsageError(f"--{field.replace('_', '-')}: must be positive")
+    return replace(base or Budgets(), **given)
+
+
+def _hardware(args: argparse.Namespace, problem: Any, device: str) -> str:
+    from kernelsearch.problems.describe import describe, format_shape
+
+    if args.hardware:
+        text = args.hardware
+    elif device == "cuda" and default_device() == "cuda":
+        from kernelsearch.llm.prompts import HardwareContext
+
+        text = HardwareContext.from_torch().describe()
+    elif device == "cuda":
+        text = "An NVIDIA GPU (not visible where this run was created; pass --hardware to describe it)."
+    else:
+        from kernelsearch.evaluator.evaluate import host_device_name
+
+        text = f"CPU: {host_device_name('cpu')}, {os.cpu_count()} cores. The kernel runs on the CPU."
+    desc = describe(problem, device)
+    if not desc.error:
+        text += f"\nThe kernel is evaluated at these input shapes: {format_shape(desc.inputs)}."
+    return text
+
+
+def _new_config(args: argparse.Namespace, problem: Any, device: str) -> RunConfig:
+    from kernelsearch.search.strategies import REGISTRY
+
+    if not args.strategy:
+        raise UsageError("--strategy is required for a new run")
+    if not args.llm:
+        raise UsageError("--llm PROVIDER:MODEL is required for a new run (e.g. openai:gpt-4o, exchange:DIR)")
+    for name in ("n", "top_k", "ideas", "realisations", "llm_jobs"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    n = args.n if args.n is not None else (1 if args.strategy == "refine" else 4)
+    params = StrategyParams(n=n, top_k=args.top_k, num_ideas=args.ideas, realisations=args.realisations,
+                            crossover_rate=args.crossover_rate, explore=args.explore, reuse_penalty=args.reuse_penalty,
+                            seed=args.search_seed if args.search_seed is not None else int.from_bytes(os.urandom(4), "little"))
+    budgets = _budgets(args)
+    if budgets.rounds is None:
+        budgets = replace(budgets, rounds=REGISTRY[args.strategy].default_rounds)
+    return RunConfig(
+        strategy=args.strategy, llm=args.llm, problem_name=problem.name,
+        backend=args.backend or DEVICE_BACKEND[device], hardware=_hardware(args, problem, device),
+        temperature=args.temperature, max_tokens=args.max_answer_tokens, llm_timeout=args.llm_timeout,
+        base_url=args.base_url, api_key_env=args.api_key_env, llm_jobs=args.llm_jobs, build_jobs=args.jobs,
+        prompts_dir=args.prompts, prices=args.prices, params=params, budgets=budgets,
+        eval=_eval_config(args, device),
+    )
+
+
+def _resumed_config(args: argparse.Namespace, config: RunConfig) -> RunConfig:
+    """Budgets, provider and parallelism may change on resume; what is searched may not."""
+    changes: dict[str, Any] = {"budgets": _budgets(args, config.budgets)}
+    if args.llm:
+        changes["llm"] = args.llm
+    if args.llm_timeout is not None:
+        changes["llm_timeout"] = args.llm_timeout
+    if args.jobs is not None:
+        changes["build_jobs"] = args.jobs
+    for name in ("base_url", "api_key_env", "prices"):
+        if getattr(args, name) is not None:
+            changes[name] = getattr(args, name)
+    return config.with_(**changes)
+
+
+# -- commands -------------------------------------------------------------------------------
+def _run_dirs(root: Path) -> list[Path]:
+    """RUN_DIR itself, or the per-problem run directories under it."""
+    if RunStore.exists(root):
+        return [root]
+    subs = sorted(d for d in root.iterdir() if RunStore.exists(d)) if root.is_dir() else []
+    if not subs:
+        raise UsageError(f"{root}: not a run directory (no {root / 'run.sqlite'})")
+    return subs
+
+
+def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    from kernelsearch.llm.base import LLMError
+    from kernelsearch.search.driver import Driver
+    from kernelsearch.search.progress import RichView, View
+    from kernelsearch.search.report import trajectory
+
+    with RunStore(run_dir) as store:
+        run = store.run()
+        if args.resume is not None:
+            config = _resumed_config(args, run.config)
+            if config != run.config:
+                store.set_config(run.id, config)
+        else:
+            config = run.config
+        if config.eval.device == "cuda" and default_device() != "cuda" and args.phase != "propose":
+            raise UsageError(f"{run_dir}: this run evaluates on cuda and no CUDA device is visible here; "
+                             "use --phase propose here and --phase evaluate on a GPU machine")
+        view = View() if args.quiet or args.json else RichView()
+        driver = Driver(store, run.id, view=view)
+        try:
+            stop = driver.run(args.phase)
+        except RunBusy as e:
+            raise UsageError(str(e)) from e
+        except LLMError as e:  # a provider that cannot be made (bad spec, SDK missing, no key)
+            store.set_status(run.id, "stopped", "llm_error", str(e)[:500])
+            raise UsageError(str(e)) from e
+        llm = driver.session_llm
+        summary = trajectory(store, run.id)
+        summary["session"] = {"stop_reason": stop.reason, "detail": stop.detail, "llm_calls": llm.calls,
+                              "cached_calls": llm.cached_calls, "failed_calls": llm.failed_calls,
+                              "pending_calls": llm.pending_calls}
+        summary["run_dir"] = str(run_dir)
+        return summary
+
+
+@_one_line_errors
+def cmd_run(args: argparse.Namespace) -> int:
+    from kernelsearch.evaluator.candidate import Candidate
+    from kernelsearch.problems.loader import resolve_problems
+    from kernelsearch.search.driver import create_run
+
+    if args.resume is not None:
+        if args.problem or args.out or args.strategy or args.seed:
+            raise UsageError("--resume RUN_DIR continues a run: leave out PROBLEM, --out, --strategy and --seed")
+        dirs = _run_dirs(args.resume)
+    else:
+        if not args.problem or not args.out:
+            raise UsageError("a new run needs PROBLEM and --out RUN_DIR (or use --resume RUN_DIR)")
+        if args.phase == "evaluate":
+            raise UsageError("--phase evaluate needs an existing run: use --resume RUN_DIR --phase evaluate")
+        device = args.device or default_device()
+        if device == "cuda" and default_device() != "cuda" and args.phase != "propose":
+            raise UsageError("--device cuda: no CUDA device is available here (use --phase propose to only generate)")
+        problems = resolve_problems(args.problem)
+        for path in args.seed:
+            if not path.is_file():
+                raise UsageError(f"--seed {path}: no such file")
+        seeds = [Candidate.from_file(s) for s in args.seed]
+        dirs = [args.out] if len(problems) == 1 else [args.out / p.name for p in problems]
+        for d in dirs:
+            if RunStore.exists(d):
+                raise UsageError(f"{d} already holds a run: continue it with `kernelsearch run --resume {args.out}`")
+        for problem, d in zip(problems, dirs, strict=True):
+            create_run(d, problem, _new_config(args, problem, device), seeds)
+    summaries = [_session(d, args) for d in dirs]
+    if args.json:
+        print(json.dumps(summaries[0] if len(summaries) == 1 else {"runs": summaries}, default=str))
+    else:
+        from kernelsearch.search.report import print_trajectory
+
+        for s in summaries:
+            print_trajectory(s)
+    return 1 if any(s["session"]["stop_reason"] == "llm_error" for s in summaries) else 0
+
+
+def _fast_p(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    from kernelsearch.metrics.fastp import (
+        FAST_P_THRESHOLDS,
+        correctness_rate,
+        fast_p_table,
+        geomean,
+    )
+
+    out: dict[str, Any] = {}
+    for key, field in (("eager", "speedup_vs_eager"), ("compile", "speedup_vs_compile")):
+        sp = [s["best"][field] if s["best"]["candidate_id"] else None for s in summaries]
+        out[key] = {"fast_p": {str(p): v for p, v in fast_p_table(sp, FAST_P_THRESHOLDS).items()},
+                    "geomean_speedup": geomean(sp)}
+    out["correctness_rate"] = correctness_rate([1.0 if s["best"]["candidate_id"] else None for s in summaries])
+    return out
+
+
+@_one_line_errors
+def cmd_show(args: argparse.Namespace) -> int:
+    from kernelsearch.search.report import print_trajectory, trajectory
+
+    summaries = []
+    for d in _run_dirs(args.run_dir):
+        with RunStore(d) as store:
+            summaries.append(trajectory(store))
+    if args.json:
+        out = summaries[0] if len(summaries) == 1 else {"runs": summaries, **_fast_p(summaries)}
+        print(json.dumps(out, default=str))
+        return 0
+    for s in summaries:
+        print_trajectory(s)
+    if len(summaries) > 1:
+        f = _fast_p(summaries)
+        print(f"{len(summaries)} problems, correct on {f['correctness_rate']:.0%}; fast_p vs eager: "
+              + ", ".join(f"p={p}: {v:.0%}" for p, v in f["eager"]["fast_p"].items()))
+    return 0
+
+
+@_one_line_errors
+def cmd_best(args: argparse.Namespace) -> int:
+    dirs = _run_dirs(args.run_dir)
+    if len(dirs) > 1:
+        raise UsageError(f"{args.run_dir} holds {len(dirs)} runs; name one of them: {', '.join(map(str, dirs))}")
+    with RunStore(dirs[0]) as store:
+        run = store.run()
+        best = store.best(run.id)
+        if best is None:
+            raise UsageError(f"{dirs[0]}: no correct kernel yet")
+        source = store.candidate(best.candidate_id).source
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(source)
+    print(f"wrote {args.output}: candidate {best.candidate_id}, {best.speedup:.2f}x vs eager", file=sys.stderr)
+    return 0

@@ -1,0 +1,230 @@
+"""The search loop: plan a round, propose it (LLM side), evaluate it, round after round.
+
+Phases: `propose` does only the LLM side of the next round, `evaluate` only evaluates pending
+candidates, None does both until a stop. State lives in the run's archive only: a round is a
+row whose status moves proposing -> proposed -> evaluated, each candidate a lineage row moving
+pending -> evaluated, each answer an llm_calls row written as it arrives. A session may end
+anywhere (SIGKILL included); the next one reads those rows and carries on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from kernelsearch.archive.db import Archive
+from kernelsearch.evaluator.candidate import Candidate
+from kernelsearch.evaluator.config import EvalConfig
+from kernelsearch.evaluator.evaluate import evaluate
+from kernelsearch.evaluator.prebuild import prebuild
+from kernelsearch.evaluator.records import EvalResult
+from kernelsearch.llm.base import PendingResponse
+from kernelsearch.llm.client import LLMClient, Totals
+from kernelsearch.llm.pricing import PriceTable
+from kernelsearch.llm.prompts import PromptLibrary
+from kernelsearch.llm.registry import make_provider
+from kernelsearch.problems.loader import Problem, load_problem
+from kernelsearch.search.budgets import (
+    BudgetStop,
+    SessionClock,
+    Spent,
+    Stop,
+    round_stop,
+    target_stop,
+    wall_stop,
+)
+from kernelsearch.search.calls import RunCallLog
+from kernelsearch.search.config import RunConfig
+from kernelsearch.search.progress import View
+from kernelsearch.search.proposer import Proposer, RoundFailed, prime_replay
+from kernelsearch.search.store import PROBLEM_DIR, RunLock, RunStore
+from kernelsearch.search.strategies import SearchContext, make_strategy
+
+EvaluateFn = Callable[[Problem, Candidate, EvalConfig, Archive], EvalResult]
+PHASES = ("propose", "evaluate")
+
+
+def problem_file(store: RunStore, problem_id: str) -> Path:
+    """The run's own copy of its problem, so the run directory is all another machine needs."""
+    name, source = store.problem_source(problem_id)
+    path = store.dir / PROBLEM_DIR / f"{name}.py"
+    if not path.is_file() or path.read_text() != source:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(source)
+        tmp.replace(path)
+    return path
+
+
+def create_run(run_dir: str | Path, problem: Problem, config: RunConfig, seeds: list[Candidate]) -> str:
+    """Start a new run in an empty run directory; returns its id."""
+    with RunStore(run_dir) as store:
+        run_id = store.create_run(problem, config, seeds)
+        problem_file(store, problem.id)
+    return run_id
+
+
+def make_llm_client(config: RunConfig, store: RunStore, run_id: str) -> LLMClient:
+    provider = make_provider(config.llm, **config.provider_options())
+    client = LLMClient(provider, cache=RunCallLog(store.db_path, run_id), pricing=PriceTable.load(config.prices))
+    prime_replay(provider, store.answered_requests(run_id))
+    return client
+
+
+class Driver:
+    """One session of a run. `client_factory` (tests, embedding) supplies the LLM client instead
+    of the provider named in the run's config; `evaluate_fn` replaces the evaluator (tests)."""
+
+    def __init__(self, store: RunStore, run_id: str | None = None, *, view: View | None = None,
+                 evaluate_fn: EvaluateFn = evaluate,
+                 client_factory: Callable[[RunConfig], LLMClient] | None = None) -> None:
+        self.store = store
+        run = store.run(run_id)
+        self.run_id = run.id
+        self.config = run.config
+        self.problem = load_problem(problem_file(store, run.problem_id))
+        self.view = view or View()
+        self.evaluate_fn = evaluate_fn
+        self.clock = SessionClock(run.elapsed_s, lambda d: store.add_elapsed(self.run_id, d))
+        make = (lambda: self._logged(client_factory(self.config))) if client_factory else (
+            lambda: make_llm_client(self.config, store, self.run_id))
+        self.proposer = Proposer(store, self.run_id, self.problem, make, PromptLibrary(self.config.prompts_dir),
+                                 self.config, self.spent)
+        self.strategy = make_strategy(self.config.strategy, SearchContext(store, self.run_id, self.config.params,
+                                                                          self.proposer))
+
+    def _logged(self, client: LLMClient) -> LLMClient:
+        """Whatever client is given, its answers go to this run's call log: that is the state."""
+        client.cache = RunCallLog(self.store.db_path, self.run_id)
+        return client
+
+    # -- accounting ---------------------------------------------------------------------
+    def spent(self) -> Spent:
+        u = self.store.usage(self.run_id)
+        best = self.store.best(self.run_id)
+        return Spent(rounds=self.store.llm_rounds(self.run_id), candidates=self.store.count_proposed(self.run_id),
+                     tokens=u.tokens, cost_usd=u.cost_usd, elapsed_s=self.clock.elapsed(),
+                     best_speedup=best.speedup if best else None)
+
+    @property
+    def session_llm(self) -> Totals:
+        """This session's provider calls (answers reused from the archive count as cached)."""
+        c = self.proposer._client
+        return c.totals if c is not None else Totals()
+
+    def _evaluated(self) -> int:
+        return self.store.count_evaluated(self.run_id)
+
+    # -- the loop -----------------------------------------------------------------------
+    def run(self, phase: str | None = None) -> Stop:
+        if phase not in (None, *PHASES):
+            raise ValueError(f"phase must be one of {PHASES}")
+        with RunLock(self.store.dir):
+            return self._session(phase)
+
+    def _session(self, phase: str | None) -> Stop:
+        self.store.set_status(self.run_id, "running")
+        self.view.start(self.run_id, self.config.strategy, self.problem.name, self.spent(), self._evaluated())
+        try:
+            return self._finish(self._loop(phase))
+        except KeyboardInterrupt:
+            self._finish(Stop("interrupted", "stopped by the user; resume with `kernelsearch run --resume`"))
+            raise
+        finally:
+            self.view.close()
+
+    def _finish(self, stop: Stop) -> Stop:
+        self.clock.checkpoint()
+        self.store.set_status(self.run_id, stop.status, stop.reason, stop.detail)
+        self.view.stopped(stop, self.spent(), self._evaluated())
+        return stop
+
+    def _loop(self, phase: str | None) -> Stop:
+        while True:
+            cur = self.store.last_round(self.run_id)
+            if cur is not None and cur.status == "proposing":
+                if phase == "evaluate":
+                    return self._evaluate_pending(cur.round) or Stop("phase", f"evaluated what round {cur.round} has so far")
+                stop = self._propose(cur.round, cur.plan)
+                if stop is not None:
+                    if stop.reason in ("tokens", "cost") and phase is None:
+                        stop = self._evaluate_pending(cur.round) or stop  # evaluate what was paid for
+                    return stop
+                if phase == "propose":
+                    return Stop("phase", f"round {cur.round} proposed; evaluate it with --phase evaluate")
+                continue
+            if cur is not None and cur.status == "proposed":
+                if phase == "propose":
+                    return Stop("phase", f"round {cur.round} is waiting to be evaluated")
+                stop = self._evaluate_pending(cur.round)
+                if stop is not None:
+                    return stop
+                self.store.finish_round(self.run_id, cur.round)
+                if phase == "evaluate":
+                    return Stop("phase", f"round {cur.round} evaluated")
+                continue
+            if phase == "evaluate":
+                return Stop("phase", "nothing to evaluate")
+            n = 0 if cur is None else cur.round + 1
+            spent = self.spent()
+            stop = round_stop(self.config.budgets, spent)
+            if stop is not None:
+                return stop
+            cap = None if self.config.budgets.candidates is None else self.config.budgets.candidates - spent.candidates
+            plan = self.strategy.plan(n, cap)
+            if plan is None:
+                return Stop("done", f"{self.config.strategy} has nothing more to do")
+            self.store.start_round(self.run_id, n, plan)
+            self.view.round_started(n, plan)
+
+    def _propose(self, n: int, plan: dict) -> Stop | None:
+        try:
+            self.strategy.propose(n, plan)
+        except BudgetStop as b:
+            return b.stop
+        except PendingResponse as p:
+            count = 1 + len(p.more)
+            return Stop("llm_pending", f"{count} request(s) wait for an answer in {p.path.parent.parent}; "
+                                       f"answer them, then `kernelsearch run --resume {self.store.dir}`")
+        except RoundFailed as e:
+            return Stop("llm_error", str(e)[:500])
+        finally:
+            self.clock.checkpoint()
+        self.store.mark_proposed(self.run_id, n)
+        made = sum(1 for row in self.store.lineage(self.run_id) if row["round"] == n)
+        self.view.proposed(n, made, self.spent())
+        return None
+
+    def _evaluate_pending(self, n: int) -> Stop | None:
+        device = self.config.eval.device
+        todo = []
+        for cand in self.store.pending(self.run_id):
+            done = self.store.evaluation_of(cand.id, device)
+            if done is not None:  # evaluated before a kill, or in an earlier run of this archive
+                self.store.mark_evaluated(self.run_id, cand.id, done)
+            else:
+                todo.append(cand)
+        if not todo:
+            return None
+        stop = wall_stop(self.config.budgets, self.spent())
+        if stop is not None:
+            return stop
+        self.view.evaluating(n, len(todo))
+        if len(todo) > 1:
+            prebuild(todo, self.config.eval, self.config.build_jobs)
+        for cand in todo:
+            stop = wall_stop(self.config.budgets, self.spent())
+            if stop is not None:
+                return stop
+            self.evaluate_fn(self.problem, cand, self.config.eval, self.store.archive)
+            done = self.store.evaluation_of(cand.id, device)
+            if done is None:
+                raise RuntimeError(f"evaluation of {cand.id} left no row in the archive")
+            self.store.mark_evaluated(self.run_id, cand.id, done)
+            self.clock.checkpoint()
+            spent = self.spent()
+            self.view.evaluated(n, cand.id, self.store.result(self.run_id, cand.id), spent, self._evaluated())
+            stop = target_stop(self.config.budgets, spent)
+            if stop is not None:
+                return stop
+        return None

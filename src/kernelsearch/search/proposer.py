@@ -1,0 +1,217 @@
+"""The LLM side of a round: build prompts, ask, and turn answers into ideas and candidates.
+
+Strategies decide *what* to ask (which parents, which ideas); this module asks it and records
+everything on the way: the answer (committed by the call log as it arrives), the ideas with
+their families, the candidate with its lineage, and each call's outcome (`ok`, `no_code`,
+`truncated`, `duplicate`, `ideas`, `no_ideas`, `error`). Prompts depend only on the round's
+stored plan and on earlier rounds, so a round re-proposed after a kill asks the same questions
+and gets the stored answers back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelsearch.evaluator.candidate import Candidate
+from kernelsearch.llm.base import LLMError, LLMRequest, LLMResponse, Provider
+from kernelsearch.llm.client import LLMClient
+from kernelsearch.llm.extract import extract_code, extract_ideas
+from kernelsearch.llm.prompts import Feedback, PromptLibrary
+from kernelsearch.problems.loader import Problem
+from kernelsearch.search.budgets import BudgetStop, Spent, llm_stop
+from kernelsearch.search.config import RunConfig
+from kernelsearch.search.store import IdeaRow, LedgerItem, RunStore
+
+OPEN_IDEA = ("Your choice: make it as fast as you can on this hardware, using the optimisations that fit "
+             "this problem (fusing passes, contiguous and vectorised memory access, parallel loops, ...).")
+
+
+class RoundFailed(Exception):
+    """Every request of a batch failed (bad key, unknown model, provider down): stop the run."""
+
+
+@dataclass
+class CodeAsk:
+    """A request whose answer should be a whole `ModelNew` program."""
+
+    request: LLMRequest
+    parents: list[str] = field(default_factory=list)
+    idea_id: int | None = None
+
+
+@dataclass
+class IdeasAsk:
+    """A request whose answer should be a list of ideas; at most `limit` are kept."""
+
+    request: LLMRequest
+    parents: list[str] = field(default_factory=list)
+    limit: int = 3
+
+
+def prime_replay(provider: Provider, requests: Sequence[LLMRequest]) -> None:
+    """Replay files hand out unkeyed answers in file order, remembering only in memory which
+    were used. Re-asking the run's answered requests, in their original order, restores that
+    memory in a resumed process, so a resumed replay run gets the answers an unbroken one would."""
+    from kernelsearch.llm.providers.replay import ReplayProvider
+
+    if not isinstance(provider, ReplayProvider):
+        return
+    for r in requests:
+        try:
+            provider.complete(r)
+        except LLMError:
+            pass
+
+
+class Proposer:
+    def __init__(self, store: RunStore, run_id: str, problem: Problem, make_client: Callable[[], LLMClient],
+                 prompts: PromptLibrary, config: RunConfig, spent: Callable[[], Spent]) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.problem = problem
+        self._make_client = make_client
+        self._client: LLMClient | None = None
+        self.prompts = prompts
+        self.config = config
+        self.spent = spent
+
+    @property
+    def client(self) -> LLMClient:
+        """Made on first use, so an evaluate-only session needs no SDK, key or network."""
+        if self._client is None:
+            self._client = self._make_client()
+        return self._client
+
+    # -- prompts ------------------------------------------------------------------------
+    def source(self, candidate_id: str | None) -> str | None:
+        return self.store.candidate(candidate_id).source if candidate_id else None
+
+    def request(self, template: str, *, round_no: int, slot: int, purpose: str, sample_index: int = 0,
+                **context: Any) -> LLMRequest:
+        ctx = {
+            "problem_name": self.problem.name, "problem_source": self.problem.source,
+            "backend": self.config.backend, "hardware": self.config.hardware or None, **context,
+        }
+        return self.client.request(
+            self.prompts.messages(template, ctx),
+            temperature=self.config.temperature, max_tokens=self.config.max_tokens, sample_index=sample_index,
+            metadata={"run": self.run_id, "round": round_no, "slot": slot, "purpose": purpose,
+                      "problem": self.problem.name},
+        )
+
+    def ideas_request(self, round_no: int, slot: int, parent: str | None, ledger: list[dict[str, str]],
+                      num: int, sample_index: int = 0) -> LLMRequest:
+        return self.request("ideas", round_no=round_no, slot=slot, purpose="ideas", sample_index=sample_index,
+                            current_kernel=self.source(parent), num_ideas=num,
+                            ideas_ledger=[LedgerItem(e["idea"], e["family"], e["result"]) for e in ledger])
+
+    def implement_request(self, round_no: int, slot: int, parent: str | None, idea: IdeaRow | None,
+                          sample_index: int = 0) -> LLMRequest:
+        return self.request("implement", round_no=round_no, slot=slot, purpose="implement",
+                            sample_index=sample_index, current_kernel=self.source(parent),
+                            idea=idea.text if idea else OPEN_IDEA, idea_family=idea.family if idea else "other")
+
+    def refine_request(self, round_no: int, slot: int, parent: str, feedback: Feedback | str,
+                       sample_index: int = 0) -> LLMRequest:
+        return self.request("refine", round_no=round_no, slot=slot, purpose="refine", sample_index=sample_index,
+                            current_kernel=self.source(parent), feedback=feedback)
+
+    def crossover_request(self, round_no: int, slot: int, a: str, b: str, sample_index: int = 0) -> LLMRequest:
+        return self.request("crossover", round_no=round_no, slot=slot, purpose="crossover",
+                            sample_index=sample_index, parent_a=self.source(a), parent_b=self.source(b),
+                            parent_a_summary=self._summary(a), parent_b_summary=self._summary(b))
+
+    def _summary(self, candidate_id: str) -> str:
+        sp = self.store.speedup(candidate_id)
+        idea = None
+        for row in self.store.lineage(self.run_id):
+            if row["candidate_id"] == candidate_id and row["idea_id"]:
+                idea = self.store.idea(row["idea_id"])
+        parts = [f"Correct, {sp:.2f}x vs eager PyTorch." if sp else "Correct."]
+        if idea:
+            parts.append(f"Built on the idea: {idea.text}")
+        return " ".join(parts)
+
+    # -- asking -------------------------------------------------------------------------
+    def _workers(self, n: int) -> int:
+        name = self.client.provider.name
+        if name == "replay":
+            return 1  # answers are handed out in file order: keep it deterministic
+        if name == "exchange":
+            return max(1, n)  # post every question at once, so they can be answered together
+        return max(1, min(self.config.llm_jobs, n))
+
+    def ask(self, requests: list[LLMRequest]) -> list[LLMResponse | LLMError | BudgetStop]:
+        """Answers in order. Stored answers are always served; new requests only while the
+        budgets allow (the rest come back as BudgetStop). PendingResponse propagates."""
+        cache = self.client.cache
+        stop = llm_stop(self.config.budgets, self.spent())
+        unique = list({r.key(): r for r in requests}.values())  # the same question is asked once
+        allowed = [r for r in unique if stop is None or (cache is not None and cache.get(r.key()) is not None)]
+        answers = dict(zip([r.key() for r in allowed],
+                           self.client.complete_many(allowed, max_workers=self._workers(len(allowed))), strict=True))
+        out: list[LLMResponse | LLMError | BudgetStop] = []
+        for r in requests:
+            a = answers.get(r.key())
+            if a is None:
+                out.append(BudgetStop(stop))  # type: ignore[arg-type]
+            else:
+                if isinstance(a, LLMError) and not any(x is a for x in out):
+                    self.store.record_error(self.run_id, r, a)
+                out.append(a)
+        failed = [a for a in out if isinstance(a, LLMError)]
+        if failed and len(failed) == len(out):
+            raise RoundFailed(str(failed[0]))
+        return out
+
+    def ideas(self, round_no: int, asks: list[IdeasAsk]) -> list[list[IdeaRow]]:
+        """Ask for ideas; returns the stored ideas per ask ([] for a failed or empty answer)."""
+        results = self.ask([a.request for a in asks])
+        out: list[list[IdeaRow]] = []
+        for ask, res in zip(asks, results, strict=True):
+            if not isinstance(res, LLMResponse):
+                out.append([])
+                continue
+            key = ask.request.key()
+            ideas = extract_ideas(res.content)[: ask.limit]
+            if not ideas:
+                self.store.set_outcome(self.run_id, key, "no_ideas", "no ideas could be read from the answer")
+                out.append([])
+                continue
+            call = self.store.call(self.run_id, key)
+            out.append(self.store.add_ideas(self.run_id, round_no, call["id"], ask.parents, ideas))
+            self.store.set_outcome(self.run_id, key, "ideas", f"{len(ideas)} idea(s)")
+        _raise_stop(results)
+        return out
+
+    def code(self, round_no: int, asks: list[CodeAsk]) -> list[str | None]:
+        """Ask for programs; returns the candidate id per ask (None: no usable code)."""
+        results = self.ask([a.request for a in asks])
+        out: list[str | None] = []
+        seen: set[str] = set()
+        for i, (ask, res) in enumerate(zip(asks, results, strict=True)):
+            key = ask.request.key()
+            if not isinstance(res, LLMResponse) or key in seen:  # a repeated question: one answer, one candidate
+                out.append(None)
+                continue
+            seen.add(key)
+            ex = extract_code(res.content, res.finish_reason)
+            if ex.code is None:
+                self.store.set_outcome(self.run_id, key, ex.outcome, ex.note)
+                out.append(None)
+                continue
+            slot = ask.request.metadata.get("slot", i)
+            cand = Candidate.from_source(ex.code, name=f"r{round_no}_{slot}")
+            self.store.add_proposal(self.run_id, self.problem.id, cand, round_no, ask.parents, ask.idea_id,
+                                    key, res.model or None, ex.note)
+            out.append(cand.id)
+        _raise_stop(results)
+        return out
+
+
+def _raise_stop(results: list[Any]) -> None:
+    stops = [r for r in results if isinstance(r, BudgetStop)]
+    if stops:
+        raise stops[0]

@@ -1,0 +1,112 @@
+"""What a run found, read from its archive only: the round-by-round trajectory (the CRFM
+Conv2D table is the model), the best kernel, and LLM totals. Feeds `kernelsearch show`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from kernelsearch.search.store import RunStore
+
+
+def _idea_label(store: RunStore, row: dict[str, Any]) -> tuple[str, str]:
+    """(text, family) of what produced a candidate."""
+    if row["origin"] == "seed":
+        return f"seed kernel {store.candidate(row['candidate_id']).name}", "seed"
+    if row["idea_id"]:
+        idea = store.idea(row["idea_id"])
+        if idea is not None:
+            return idea.text, idea.family
+    parents = json.loads(row["parent_ids"])
+    if len(parents) == 2:
+        return f"crossover of {parents[0]} and {parents[1]}", "crossover"
+    if parents:
+        return f"revision of {parents[0]}", "refine"
+    return "open prompt (no idea given)", "other"
+
+
+def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
+    run = store.run(run_id)
+    rid = run.id
+    lineage = store.lineage(rid)
+    verdict: dict[int, Any] = {}
+    for row in store.conn.execute(
+            "SELECT e.id, e.status, e.speedup_vs_eager, e.speedup_vs_compile FROM evaluations e "
+            "JOIN lineage l ON l.evaluation_id = e.id WHERE l.run_id=?", (rid,)):
+        verdict[row[0]] = row
+    by_id = {r["candidate_id"]: r for r in lineage}
+    rounds, best_so_far = [], None
+    for rd in store.rounds(rid):
+        rows = [r for r in lineage if r["round"] == rd.round]
+        done = [r for r in rows if r["status"] == "evaluated"]
+        correct = [(float(verdict[r["evaluation_id"]][2] or 0.0), r) for r in done
+                   if verdict[r["evaluation_id"]][1] == "correct"]
+        round_best = max(correct, key=lambda x: x[0]) if correct else None
+        if round_best is not None and (best_so_far is None or round_best[0] > best_so_far[0]):
+            best_so_far = round_best
+        idea, family = _idea_label(store, best_so_far[1]) if best_so_far else (None, None)
+        rounds.append({
+            "round": rd.round, "kind": rd.kind, "status": rd.status, "candidates": len(rows),
+            "evaluated": len(done), "correct": len(correct),
+            "round_best_speedup": round_best[0] if round_best else None,
+            "best_speedup": best_so_far[0] if best_so_far else None,
+            "best_candidate_id": best_so_far[1]["candidate_id"] if best_so_far else None,
+            "idea": idea, "family": family,
+        })
+    best: dict[str, Any] = {"candidate_id": None, "speedup_vs_eager": None, "speedup_vs_compile": None}
+    m = store.best(rid)
+    if m is not None:
+        idea, family = _idea_label(store, by_id[m.candidate_id])
+        best = {"candidate_id": m.candidate_id, "speedup_vs_eager": m.speedup,
+                "speedup_vs_compile": m.speedup_vs_compile, "round": m.round, "origin": m.origin,
+                "backend": store.candidate(m.candidate_id).backend, "idea": idea, "family": family}
+    u = store.usage(rid)
+    name, _ = store.problem_source(run.problem_id)
+    return {
+        "run_id": rid, "problem": name, "strategy": run.strategy, "llm": run.config.llm,
+        "device": run.config.eval.device, "status": run.status, "stop_reason": run.stop_reason,
+        "stop_detail": run.stop_detail, "rounds": rounds, "best": best,
+        "candidates": len(lineage), "evaluated": sum(r["status"] == "evaluated" for r in lineage),
+        "pending": sum(r["status"] == "pending" for r in lineage),
+        "ideas": len(store.ideas(rid)), "llm_calls": u.calls, "llm_errors": u.errors, "tokens": u.tokens,
+        "input_tokens": u.input_tokens, "output_tokens": u.output_tokens, "cost_usd": u.cost_usd,
+        "unpriced_calls": u.unpriced, "elapsed_s": run.elapsed_s,
+    }
+
+
+def _x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def print_trajectory(t: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console(width=None if sys.stdout.isatty() else 160)
+    table = Table(title=escape(f"{t['problem']} · {t['strategy']} · {t['llm']} · run {t['run_id']}"),
+                  header_style="bold")
+    for col in ("round", "candidates", "correct", "round best", "best so far", "idea behind the best so far"):
+        table.add_column(col, overflow="fold")
+    for r in t["rounds"]:
+        label = f"{r['round']}" + (" (seeds)" if r["kind"] == "seed" else "")
+        if r["status"] != "evaluated":
+            label += f" [{r['status']}]"
+        idea = f"[{r['family']}] {r['idea']}" if r["idea"] else "-"
+        table.add_row(escape(label), str(r["candidates"]), f"{r['correct']}/{r['evaluated']}",
+                      _x(r["round_best_speedup"]), _x(r["best_speedup"]), escape(idea[:160]))
+    console.print(table)
+    b = t["best"]
+    if b["candidate_id"]:
+        console.print(f"best kernel: {b['candidate_id']} ({b['backend']}, round {b['round']}): "
+                      f"{_x(b['speedup_vs_eager'])} vs eager, {_x(b['speedup_vs_compile'])} vs torch.compile",
+                      highlight=False)
+    else:
+        console.print("best kernel: none correct yet")
+    cost = f"${t['cost_usd']:.4f}" + (f" (+{t['unpriced_calls']} unpriced)" if t["unpriced_calls"] else "")
+    console.print(f"{t['candidates']} candidates ({t['evaluated']} evaluated, {t['pending']} pending), "
+                  f"{t['ideas']} ideas, {t['llm_calls']} LLM calls ({t['llm_errors']} failed), "
+                  f"{t['tokens']:,} tokens, {cost}, {t['elapsed_s']:.0f} s", highlight=False)
+    console.print(escape(f"status: {t['status']}" + (f" ({t['stop_reason']}: {t['stop_detail']})"
+                                                     if t["stop_reason"] else "")), highlight=False)

@@ -1,0 +1,444 @@
+"""The run's state, all of it in the run directory's archive (`RUN_DIR/run.sqlite`).
+
+Each step of a run is one committed transaction (a round planned, an answer received, a
+candidate proposed, a candidate evaluated), so a run killed at any instant, even by SIGKILL,
+resumes from these rows alone: nothing finished is lost and nothing is done twice. The
+evaluator's own tables (problems, candidates, evaluations, baselines) are used as they are;
+migration 2 in `archive.db` adds runs, rounds, llm_calls, ideas and lineage.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import time
+import uuid
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelsearch.archive.db import Archive
+from kernelsearch.evaluator.candidate import Candidate
+from kernelsearch.evaluator.records import EvalResult
+from kernelsearch.llm.base import LLMRequest
+from kernelsearch.llm.extract import Idea
+from kernelsearch.problems.loader import Problem
+from kernelsearch.search.config import RunConfig
+
+DB_NAME = "run.sqlite"
+LOCK_NAME = "run.lock"
+PROBLEM_DIR = "problem"
+
+
+class RunBusy(RuntimeError):
+    """Another session holds the run: two sessions would propose and evaluate the same round."""
+
+
+class RunLock:
+    """An exclusive lock on a run directory for one session; the OS drops it if the process dies."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / LOCK_NAME
+        self._fd: int | None = None
+
+    def __enter__(self) -> RunLock:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RunBusy(f"{self.path.parent}: another kernelsearch session is working on this run") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+@dataclass
+class RunRow:
+    id: str
+    problem_id: str
+    strategy: str
+    config: RunConfig
+    status: str  # running | paused | waiting | stopped | finished
+    stop_reason: str | None
+    stop_detail: str | None
+    elapsed_s: float
+    created_at: float
+
+
+@dataclass
+class RoundRow:
+    round: int
+    kind: str  # seed | llm
+    status: str  # proposing | proposed | evaluated
+    plan: dict[str, Any]
+    best_candidate_id: str | None = None
+    best_speedup: float | None = None
+
+
+@dataclass
+class Member:
+    """A correct kernel of the run: what selection, seeding and reports rank."""
+
+    candidate_id: str
+    round: int
+    origin: str  # llm | seed
+    speedup: float  # vs eager
+    speedup_vs_compile: float | None
+    idea_id: int | None
+    parent_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class IdeaRow:
+    id: int
+    round: int
+    text: str
+    family: str
+    parent_ids: list[str]
+    outcome: str = ""
+
+
+@dataclass
+class LedgerItem:
+    """One line of the ideas ledger shown to the model (`format_ledger` reads these names)."""
+
+    idea: str
+    family: str
+    result: str
+
+
+@dataclass
+class LLMUsage:
+    calls: int = 0  # answered by a provider, in any session of the run
+    errors: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class RunStore:
+    def __init__(self, run_dir: str | Path):
+        self.dir = Path(run_dir)
+        self.archive = Archive(self.dir / DB_NAME)
+        self.conn = self.archive.conn
+
+    @property
+    def db_path(self) -> Path:
+        return self.dir / DB_NAME
+
+    @staticmethod
+    def exists(run_dir: str | Path) -> bool:
+        """True when the directory holds a run (an archive killed before its run row was
+        committed does not count: starting the run again there is fine)."""
+        path = Path(run_dir) / DB_NAME
+        if not path.is_file():
+            return False
+        try:
+            with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as c:
+                return c.execute("SELECT COUNT(*) FROM runs").fetchone()[0] > 0
+        except sqlite3.Error:
+            return False
+
+    def close(self) -> None:
+        self.archive.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- runs ---------------------------------------------------------------------------
+    def create_run(self, problem: Problem, config: RunConfig, seeds: list[Candidate]) -> str:
+        """The run row, its problem, and the user's seed kernels (round 0), in one transaction."""
+        run_id = uuid.uuid4().hex[:12]
+        now = time.time()
+        with self.archive.tx() as c:
+            c.execute(
+                "INSERT OR IGNORE INTO problems(id, name, path, level, source, created_at) VALUES (?,?,?,?,?,?)",
+                (problem.id, problem.name, str(problem.path), problem.level, problem.source, now),
+            )
+            c.execute(
+                "INSERT INTO runs(id, problem_id, strategy, config, status, created_at, updated_at) VALUES (?,?,?,?,?,?,?)",
+                (run_id, problem.id, config.strategy, json.dumps(config.to_dict()), "running", now, now),
+            )
+            if seeds:
+                c.execute(
+                    "INSERT INTO rounds(run_id, round, kind, status, plan, started_at, proposed_at) VALUES (?,?,?,?,?,?,?)",
+                    (run_id, 0, "seed", "proposed", json.dumps({"seeds": [s.id for s in seeds]}), now, now),
+                )
+            for s in seeds:
+                self._insert_candidate(c, run_id, problem.id, s, 0, "seed", [], None, None, None, now)
+        return run_id
+
+    def run_ids(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT id FROM runs ORDER BY created_at, rowid")]
+
+    def run(self, run_id: str | None = None) -> RunRow:
+        q = "SELECT * FROM runs " + ("WHERE id=?" if run_id else "ORDER BY created_at, rowid LIMIT 1")
+        row = self.conn.execute(q, (run_id,) if run_id else ()).fetchone()
+        if row is None:
+            raise LookupError(f"{self.db_path}: no run {run_id or ''}".strip())
+        return RunRow(
+            id=row["id"], problem_id=row["problem_id"], strategy=row["strategy"],
+            config=RunConfig.from_dict(json.loads(row["config"])), status=row["status"],
+            stop_reason=row["stop_reason"], stop_detail=row["stop_detail"],
+            elapsed_s=float(row["elapsed_s"]), created_at=float(row["created_at"]),
+        )
+
+    def problem_source(self, problem_id: str) -> tuple[str, str]:
+        row = self.conn.execute("SELECT name, source FROM problems WHERE id=?", (problem_id,)).fetchone()
+        return row["name"], row["source"]
+
+    def set_status(self, run_id: str, status: str, reason: str | None = None, detail: str | None = None) -> None:
+        with self.archive.tx() as c:
+            c.execute("UPDATE runs SET status=?, stop_reason=?, stop_detail=?, updated_at=? WHERE id=?",
+                      (status, reason, detail, time.time(), run_id))
+
+    def set_config(self, run_id: str, config: RunConfig) -> None:
+        with self.archive.tx() as c:
+            c.execute("UPDATE runs SET config=?, updated_at=? WHERE id=?",
+                      (json.dumps(config.to_dict()), time.time(), run_id))
+
+    def add_elapsed(self, run_id: str, seconds: float) -> None:
+        with self.archive.tx() as c:
+            c.execute("UPDATE runs SET elapsed_s = elapsed_s + ? WHERE id=?", (max(0.0, seconds), run_id))
+
+    # -- rounds -------------------------------------------------------------------------
+    def rounds(self, run_id: str) -> list[RoundRow]:
+        rows = self.conn.execute("SELECT * FROM rounds WHERE run_id=? ORDER BY round", (run_id,))
+        return [RoundRow(r["round"], r["kind"], r["status"], json.loads(r["plan"]), r["best_candidate_id"],
+                         r["best_speedup"]) for r in rows]
+
+    def last_round(self, run_id: str) -> RoundRow | None:
+        rounds = self.rounds(run_id)
+        return rounds[-1] if rounds else None
+
+    def llm_rounds(self, run_id: str) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM rounds WHERE run_id=? AND kind='llm'", (run_id,)).fetchone()[0])
+
+    def start_round(self, run_id: str, n: int, plan: dict[str, Any]) -> None:
+        with self.archive.tx() as c:
+            c.execute("INSERT INTO rounds(run_id, round, kind, status, plan, started_at) VALUES (?,?,?,?,?,?)",
+                      (run_id, n, "llm", "proposing", json.dumps(plan), time.time()))
+
+    def mark_proposed(self, run_id: str, n: int) -> None:
+        with self.archive.tx() as c:
+            c.execute("UPDATE rounds SET status='proposed', proposed_at=? WHERE run_id=? AND round=? AND status='proposing'",
+                      (time.time(), run_id, n))
+
+    def finish_round(self, run_id: str, n: int) -> None:
+        """Mark the round evaluated, with its best kernel and every idea's outcome so far."""
+        best = self.conn.execute(
+            """SELECT l.candidate_id, e.speedup_vs_eager FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id
+               WHERE l.run_id=? AND l.round=? AND e.status='correct'
+               ORDER BY COALESCE(e.speedup_vs_eager, 0) DESC LIMIT 1""", (run_id, n)).fetchone()
+        outcomes = {i.id: self.idea_result(run_id, i.id) for i in self.ideas(run_id)}
+        with self.archive.tx() as c:
+            c.execute("UPDATE rounds SET status='evaluated', evaluated_at=?, best_candidate_id=?, best_speedup=? "
+                      "WHERE run_id=? AND round=?",
+                      (time.time(), best[0] if best else None, best[1] if best else None, run_id, n))
+            c.executemany("UPDATE ideas SET outcome=? WHERE id=?", [(o, i) for i, o in outcomes.items()])
+
+    # -- LLM calls ----------------------------------------------------------------------
+    def call(self, run_id: str, key: str) -> dict[str, Any] | None:
+        row = self.conn.execute("SELECT * FROM llm_calls WHERE run_id=? AND request_key=?", (run_id, key)).fetchone()
+        return dict(row) if row else None
+
+    def calls(self, run_id: str) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.conn.execute("SELECT * FROM llm_calls WHERE run_id=? ORDER BY id", (run_id,))]
+
+    def set_outcome(self, run_id: str, key: str, outcome: str, note: str = "", candidate_id: str | None = None) -> None:
+        with self.archive.tx() as c:
+            c.execute("UPDATE llm_calls SET outcome=?, note=?, candidate_id=COALESCE(?, candidate_id), updated_at=? "
+                      "WHERE run_id=? AND request_key=?", (outcome, note, candidate_id, time.time(), run_id, key))
+
+    def record_error(self, run_id: str, request: LLMRequest, error: Exception) -> None:
+        """A failed call: kept for the record, and asked again on resume (no answer stored)."""
+        meta, now = request.metadata, time.time()
+        with self.archive.tx() as c:
+            c.execute(
+                """INSERT INTO llm_calls(run_id, round, slot, purpose, request_key, request, outcome, note, created_at, updated_at)
+                   VALUES (?,?,?,?,?,?,?,?,?,?)
+                   ON CONFLICT(run_id, request_key) DO UPDATE SET outcome='error', note=excluded.note,
+                   updated_at=excluded.updated_at WHERE answer IS NULL""",
+                (run_id, meta.get("round"), meta.get("slot"), meta.get("purpose"), request.key(),
+                 json.dumps(request.to_dict()), "error", f"{type(error).__name__}: {error}"[:2000], now, now),
+            )
+
+    def answered_requests(self, run_id: str) -> list[LLMRequest]:
+        rows = self.conn.execute("SELECT request FROM llm_calls WHERE run_id=? AND answer IS NOT NULL ORDER BY id", (run_id,))
+        return [LLMRequest.from_dict(json.loads(r[0])) for r in rows]
+
+    def usage(self, run_id: str) -> LLMUsage:
+        r = self.conn.execute(
+            """SELECT COUNT(answer), SUM(answer IS NULL), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),
+                      COALESCE(SUM(cost_usd), 0), SUM(answer IS NOT NULL AND cost_usd IS NULL)
+               FROM llm_calls WHERE run_id=?""", (run_id,)).fetchone()
+        return LLMUsage(int(r[0] or 0), int(r[1] or 0), int(r[2]), int(r[3]), float(r[4]), int(r[5] or 0))
+
+    # -- ideas --------------------------------------------------------------------------
+    def add_ideas(self, run_id: str, n: int, call_id: int, parent_ids: list[str], ideas: list[Idea]) -> list[IdeaRow]:
+        """Store the ideas of one answer; asking again (on resume) returns the same rows."""
+        now = time.time()
+        with self.archive.tx() as c:
+            c.executemany(
+                "INSERT OR IGNORE INTO ideas(run_id, round, llm_call_id, idx, text, family, parent_ids, created_at) "
+                "VALUES (?,?,?,?,?,?,?,?)",
+                [(run_id, n, call_id, i, idea.text, idea.family, json.dumps(parent_ids), now) for i, idea in enumerate(ideas)],
+            )
+        rows = self.conn.execute("SELECT * FROM ideas WHERE llm_call_id=? ORDER BY idx", (call_id,))
+        return [self._idea(r) for r in rows]
+
+    def ideas(self, run_id: str, before_round: int | None = None) -> list[IdeaRow]:
+        q, args = "SELECT * FROM ideas WHERE run_id=?", [run_id]
+        if before_round is not None:
+            q += " AND round < ?"
+            args.append(before_round)
+        return [self._idea(r) for r in self.conn.execute(q + " ORDER BY id", args)]
+
+    def idea(self, idea_id: int) -> IdeaRow | None:
+        row = self.conn.execute("SELECT * FROM ideas WHERE id=?", (idea_id,)).fetchone()
+        return self._idea(row) if row else None
+
+    @staticmethod
+    def _idea(r: Any) -> IdeaRow:
+        return IdeaRow(r["id"], r["round"], r["text"], r["family"], json.loads(r["parent_ids"]), r["outcome"])
+
+    def idea_result(self, run_id: str, idea_id: int) -> str:
+        """How an idea did, in words a model can use: "2 kernels, 1 correct, best 1.43x (parent 1.10x)"."""
+        rows = self.conn.execute(
+            """SELECT l.status, e.status AS verdict, e.speedup_vs_eager AS sp, e.reason, l.parent_ids
+               FROM lineage l LEFT JOIN evaluations e ON e.id = l.evaluation_id
+               WHERE l.run_id=? AND l.idea_id=?""", (run_id, idea_id)).fetchall()
+        if not rows:
+            return "no kernel came of it"
+        done = [r for r in rows if r["status"] == "evaluated"]
+        if not done:
+            return f"{len(rows)} kernel(s), not evaluated yet"
+        correct = [r for r in done if r["verdict"] == "correct"]
+        head = f"{len(rows)} kernel(s), {len(correct)} correct"
+        if correct:
+            best = max(float(r["sp"] or 0.0) for r in correct)
+            parents = json.loads(correct[0]["parent_ids"])
+            ref = self.speedup(parents[0]) if parents else None
+            return head + f", best {best:.2f}x vs eager" + (f" (parent {ref:.2f}x)" if ref else "")
+        why = "; ".join(sorted({f"{r['verdict']}: {(r['reason'] or '')[:80]}" for r in done}))
+        return f"{head} ({why})"
+
+    def ledger(self, run_id: str, before_round: int, limit: int = 40) -> list[LedgerItem]:
+        """Ideas of earlier rounds with their results: fixed once those rounds are evaluated,
+        so a prompt rebuilt on resume is the same prompt (and hits the stored answer)."""
+        items = [LedgerItem(i.text, i.family, self.idea_result(run_id, i.id))
+                 for i in self.ideas(run_id, before_round=before_round)]
+        return items[-limit:]
+
+    # -- candidates and lineage ---------------------------------------------------------
+    @staticmethod
+    def _insert_candidate(c: Any, run_id: str, problem_id: str, cand: Candidate, n: int, origin: str,
+                          parents: list[str], idea_id: int | None, call_id: int | None, model: str | None,
+                          now: float) -> bool:
+        c.execute("INSERT OR IGNORE INTO candidates(id, problem_id, backend, name, source, created_at) VALUES (?,?,?,?,?,?)",
+                  (cand.id, problem_id, cand.backend, cand.name, cand.source, now))
+        cur = c.execute(
+            """INSERT OR IGNORE INTO lineage(run_id, candidate_id, round, origin, parent_ids, idea_id, llm_call_id,
+               model, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)""",
+            (run_id, cand.id, n, origin, json.dumps(parents), idea_id, call_id, model, "pending", now),
+        )
+        return cur.rowcount > 0
+
+    def add_proposal(self, run_id: str, problem_id: str, cand: Candidate, n: int, parents: list[str],
+                     idea_id: int | None, request_key: str, model: str | None, note: str = "") -> bool:
+        """The candidate an answer produced, its lineage and the call's outcome, atomically.
+        False when this run already has the same code (a duplicate is not evaluated again)."""
+        now = time.time()
+        with self.archive.tx() as c:
+            row = c.execute("SELECT id FROM llm_calls WHERE run_id=? AND request_key=?", (run_id, request_key)).fetchone()
+            call_id = row[0] if row else None
+            new = self._insert_candidate(c, run_id, problem_id, cand, n, "llm", parents, idea_id, call_id, model, now)
+            outcome = "ok" if new else "duplicate"
+            if not new:
+                note = (note + "; " if note else "") + f"same code as candidate {cand.id}, already in this run"
+            c.execute("UPDATE llm_calls SET outcome=?, note=?, candidate_id=?, updated_at=? WHERE run_id=? AND request_key=?",
+                      (outcome, note, cand.id, now, run_id, request_key))
+        return new
+
+    def candidate(self, candidate_id: str) -> Candidate:
+        row = self.conn.execute("SELECT source, backend, name FROM candidates WHERE id=?", (candidate_id,)).fetchone()
+        if row is None:
+            raise LookupError(f"no candidate {candidate_id}")
+        return Candidate(source=row["source"], backend=row["backend"], name=row["name"] or "candidate")
+
+    def lineage(self, run_id: str) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.conn.execute(
+            "SELECT * FROM lineage WHERE run_id=? ORDER BY round, created_at, rowid", (run_id,))]
+
+    def pending(self, run_id: str) -> list[Candidate]:
+        rows = self.conn.execute("SELECT candidate_id FROM lineage WHERE run_id=? AND status='pending' "
+                                 "ORDER BY round, created_at, rowid", (run_id,)).fetchall()
+        return [self.candidate(r[0]) for r in rows]
+
+    def count_proposed(self, run_id: str) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM lineage WHERE run_id=? AND origin='llm'", (run_id,)).fetchone()[0])
+
+    def count_evaluated(self, run_id: str) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM lineage WHERE run_id=? AND status='evaluated'", (run_id,)).fetchone()[0])
+
+    def evaluation_of(self, candidate_id: str, device: str) -> int | None:
+        """The id of an evaluation this candidate already has on this device (kept across a kill)."""
+        row = self.conn.execute("SELECT MAX(id) FROM evaluations WHERE candidate_id=? AND device=?",
+                                (candidate_id, device)).fetchone()
+        return row[0] if row and row[0] is not None else None
+
+    def mark_evaluated(self, run_id: str, candidate_id: str, evaluation_id: int) -> None:
+        with self.archive.tx() as c:
+            c.execute("UPDATE lineage SET status='evaluated', evaluation_id=?, evaluated_at=? "
+                      "WHERE run_id=? AND candidate_id=?", (evaluation_id, time.time(), run_id, candidate_id))
+
+    def result(self, run_id: str, candidate_id: str) -> EvalResult | None:
+        row = self.conn.execute(
+            "SELECT e.record FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id WHERE l.run_id=? AND l.candidate_id=?",
+            (run_id, candidate_id)).fetchone()
+        return EvalResult.from_dict(json.loads(row[0])) if row else None
+
+    def members(self, run_id: str) -> list[Member]:
+        """Every correct kernel of the run, fastest first."""
+        rows = self.conn.execute(
+            """SELECT l.candidate_id, l.round, l.origin, l.idea_id, l.parent_ids, e.speedup_vs_eager, e.speedup_vs_compile
+               FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id
+               WHERE l.run_id=? AND e.status='correct'
+               ORDER BY COALESCE(e.speedup_vs_eager, 0) DESC, l.created_at, l.rowid""", (run_id,))
+        return [Member(r["candidate_id"], r["round"], r["origin"], float(r["speedup_vs_eager"] or 0.0),
+                       r["speedup_vs_compile"], r["idea_id"], json.loads(r["parent_ids"])) for r in rows]
+
+    def best(self, run_id: str) -> Member | None:
+        m = self.members(run_id)
+        return m[0] if m else None
+
+    def speedup(self, candidate_id: str) -> float | None:
+        row = self.conn.execute("SELECT speedup_vs_eager FROM evaluations WHERE candidate_id=? AND status='correct' "
+                                "ORDER BY id DESC LIMIT 1", (candidate_id,)).fetchone()
+        return float(row[0]) if row and row[0] is not None else None
+
+    def parent_uses(self, run_id: str) -> dict[str, int]:
+        """How often each candidate has been a parent in this run (evolve's over-use penalty)."""
+        uses: dict[str, int] = {}
+        for (raw,) in self.conn.execute("SELECT parent_ids FROM lineage WHERE run_id=?", (run_id,)):
+            for p in json.loads(raw):
+                uses[p] = uses.get(p, 0) + 1
+        return uses

@@ -1,0 +1,147 @@
+"""`kernelsearch run / show / best` as a user runs them: phases one at a time, usage errors,
+the trajectory as JSON, several problems in one go."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+from conftest import ROOT
+from search_support import (
+    CLI_EVAL,
+    CPP_CORRECT,
+    PROBLEM,
+    ScriptedProvider,
+    code_answer,
+    fake_evaluate,
+    ideas_answer,
+    run_config,
+    torch_source,
+    write_replay,
+)
+
+from kernelsearch.evaluator.candidate import Candidate
+from kernelsearch.llm.base import Usage
+from kernelsearch.llm.client import LLMClient
+from kernelsearch.problems.loader import load_problem
+from kernelsearch.search import Budgets, Driver, RunStore, create_run
+from kernelsearch.search.calls import RunCallLog
+
+
+def ks(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, "-m", "kernelsearch.cli.main", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def _rows(db, sql: str) -> list[tuple]:
+    with sqlite3.connect(db) as c:
+        return c.execute(sql).fetchall()
+
+
+def test_phases_one_at_a_time(tmp_path):
+    replay = write_replay(tmp_path / "answers.jsonl", [code_answer(CPP_CORRECT)])
+    run_dir, db = tmp_path / "run", tmp_path / "run" / "run.sqlite"
+
+    r = ks("run", str(PROBLEM), "--strategy", "single", "--llm", f"replay:{replay}", "--out", str(run_dir),
+           "--phase", "propose", "--json", *CLI_EVAL)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["status"], out["session"]["stop_reason"], out["session"]["llm_calls"]) == ("paused", "phase", 1)
+    assert _rows(db, "SELECT status FROM lineage") == [("pending",)]
+    assert _rows(db, "SELECT COUNT(*) FROM evaluations") == [(0,)]
+    assert _rows(db, "SELECT status FROM rounds") == [("proposed",)]
+
+    r = ks("run", "--resume", str(run_dir), "--phase", "propose", "--json")  # nothing to do until evaluated
+    assert r.returncode == 0 and "waiting to be evaluated" in json.loads(r.stdout)["session"]["detail"]
+    assert _rows(db, "SELECT COUNT(*) FROM llm_calls") == [(1,)]
+
+    r = ks("run", "--resume", str(run_dir), "--phase", "evaluate", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["session"]["llm_calls"] == 0 and out["evaluated"] == 1 and out["pending"] == 0
+    assert _rows(db, "SELECT status FROM evaluations") == [("correct",)]
+    assert _rows(db, "SELECT status FROM rounds") == [("evaluated",)]
+
+    r = ks("run", "--resume", str(run_dir), "--phase", "evaluate", "--json")
+    assert json.loads(r.stdout)["session"]["detail"] == "nothing to evaluate"
+    assert _rows(db, "SELECT COUNT(*) FROM evaluations") == [(1,)]
+
+    r = ks("run", "--resume", str(run_dir), "-q")  # both phases: single is done after one round
+    assert r.returncode == 0 and "finished" in r.stdout and "scale_add" in r.stdout
+    assert _rows(db, "SELECT status, stop_reason FROM runs") == [("finished", "done")]
+
+    r = ks("show", str(run_dir))
+    assert r.returncode == 0 and "best so far" in r.stdout and Candidate.from_source(CPP_CORRECT).id in r.stdout
+    best = tmp_path / "best.py"
+    r = ks("best", str(run_dir), "-o", str(best))
+    assert r.returncode == 0 and best.read_text() == Candidate.from_source(CPP_CORRECT).source
+
+
+def test_usage_errors(tmp_path):
+    replay = write_replay(tmp_path / "answers.jsonl", [code_answer(torch_source("a * 2 + b"))])
+    r = ks("run", str(PROBLEM), "--llm", f"replay:{replay}", "--out", str(tmp_path / "run"))
+    assert r.returncode == 2 and "--strategy is required" in r.stderr
+    r = ks("run", str(PROBLEM), "--strategy", "single", "--out", str(tmp_path / "run"))
+    assert r.returncode == 2 and "--llm" in r.stderr
+    r = ks("run", "--resume", str(tmp_path / "nothing"))
+    assert r.returncode == 2 and "not a run directory" in r.stderr
+    r = ks("run", str(PROBLEM), "--strategy", "single", "--llm", "nope:model", "--out", str(tmp_path / "bad"),
+           "--phase", "propose", *CLI_EVAL)
+    assert r.returncode == 2 and "unknown provider" in r.stderr and "Traceback" not in r.stderr
+    r = ks("run", str(PROBLEM), "--strategy", "single", "--llm", f"replay:{replay}", "--out", str(tmp_path / "run"),
+           "--phase", "propose", *CLI_EVAL)
+    assert r.returncode == 0, r.stderr
+    r = ks("run", str(PROBLEM), "--strategy", "single", "--llm", f"replay:{replay}", "--out", str(tmp_path / "run"))
+    assert r.returncode == 2 and "already holds a run" in r.stderr
+    r = ks("best", str(tmp_path / "run"), "-o", str(tmp_path / "best.py"))
+    assert r.returncode == 2 and "no correct kernel" in r.stderr
+
+
+def test_show_json_trajectory(tmp_path):
+    """Round by round: candidates, correct, best so far and the idea behind it."""
+    def answer(request) -> str:
+        meta = request.metadata
+        if meta["purpose"] == "ideas":
+            return ideas_answer((f"Idea A of round {meta['round']}", "memory_hierarchy"),
+                                (f"Idea B of round {meta['round']}", "control_flow"))
+        speed = {(0, 1): 1.5, (0, 2): None, (1, 1): 1.2, (1, 2): 3.0, (2, 1): None, (2, 2): 2.0}[meta["round"], meta["slot"]]
+        return code_answer(torch_source(f"a * 2 + b  # {meta['round']}.{meta['slot']}", speed))
+
+    config = run_config("branch", "scripted:x", Budgets(rounds=3), top_k=1, num_ideas=2, realisations=1)
+    run_id = create_run(tmp_path / "run", load_problem(PROBLEM), config, [])
+    provider = ScriptedProvider(answer, usage=Usage(10, 5))
+    with RunStore(tmp_path / "run") as store:
+        Driver(store, run_id, evaluate_fn=fake_evaluate,
+               client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id))).run()
+    r = ks("show", str(tmp_path / "run"), "--json")
+    assert r.returncode == 0, r.stderr
+    t = json.loads(r.stdout)
+    assert [(x["round"], x["candidates"], x["correct"], x["best_speedup"], x["idea"]) for x in t["rounds"]] == [
+        (0, 2, 1, 1.5, "Idea A of round 0"),
+        (1, 2, 2, 3.0, "Idea B of round 1"),
+        (2, 2, 1, 3.0, "Idea B of round 1"),
+    ]
+    assert t["best"]["speedup_vs_eager"] == 3.0 and t["best"]["round"] == 1 and t["best"]["family"] == "control_flow"
+    assert {"speedup_vs_compile", "candidate_id"} <= set(t["best"])
+    assert (t["llm_calls"], t["tokens"], t["stop_reason"]) == (9, 9 * 15, "rounds")
+
+
+def test_several_problems_propose_only(tmp_path):
+    probs = tmp_path / "problems"
+    probs.mkdir()
+    (probs / "scale_add.py").write_text(PROBLEM.read_text())
+    (probs / "scale_add_b.py").write_text(PROBLEM.read_text().replace("a * 2", "a * 2.0"))
+    replay = write_replay(tmp_path / "answers.jsonl", [code_answer(torch_source("a * 2 + b"))])
+    r = ks("run", str(probs), "--strategy", "single", "--llm", f"replay:{replay}", "--out", str(tmp_path / "runs"),
+           "--phase", "propose", "--json", *CLI_EVAL)
+    assert r.returncode == 0, r.stderr
+    runs = json.loads(r.stdout)["runs"]
+    assert [x["problem"] for x in runs] == ["scale_add", "scale_add_b"] and all(x["pending"] == 1 for x in runs)
+    assert RunStore.exists(tmp_path / "runs" / "scale_add") and RunStore.exists(tmp_path / "runs" / "scale_add_b")
+    r = ks("show", str(tmp_path / "runs"), "--json")
+    out = json.loads(r.stdout)
+    assert len(out["runs"]) == 2 and out["correctness_rate"] == 0.0 and out["eager"]["fast_p"]["0.0"] == 0.0
