@@ -36,7 +36,7 @@ def _prebuild_all():
     """CUDA builds take ~45 s each: compile every candidate of this module at once, up front."""
     from kernelsearch.evaluator.prebuild import prebuild
 
-    files = [DATA / "candidates" / f"{n}.py" for n in EXPECTED] + SEEDS
+    files = [DATA / "candidates" / f"{n}.py" for n in (*EXPECTED, "cuda_oob_read")] + SEEDS
     prebuild([Candidate.from_file(f) for f in files], _config(), jobs=16)
 
 
@@ -80,3 +80,18 @@ def test_gpu_seed_is_correct(seed, archive):
     assert r.eager_timing is not None and r.candidate_timing is not None
     print(f"\n{seed.parent.name}/{seed.stem}: {r.candidate_ms:.3f} ms, eager {r.eager_ms:.3f} ms, "
           f"x{r.speedup_vs_eager:.2f} vs eager, max err {r.max_abs_error:.2e}")
+
+
+def test_gpu_reverification_with_sanitizers(gpu_config):
+    """A read one element past the end leaves the output right (whether the full-size run
+    survives it depends on what lies past the allocation); memcheck reports it."""
+    from kernelsearch.evaluator.verify import verify
+
+    problem = load_problem(PROBLEM)
+    oob = Candidate.from_file(DATA / "candidates" / "cuda_oob_read.py")
+    bad = verify(problem, oob, gpu_config, trials=2, tools=("memcheck",))
+    memcheck = next(c for c in bad.checks if c.name == "sanitizer:memcheck")
+    assert not bad.ok and not memcheck.ok and "memcheck found errors" in memcheck.reason, bad.to_dict()
+    good = verify(problem, Candidate.from_file(DATA / "candidates" / "cuda_correct.py"), gpu_config, trials=2)
+    assert good.ok, good.to_dict()
+    assert [c.name for c in good.checks][-2:] == ["sanitizer:memcheck", "sanitizer:racecheck"]

@@ -43,12 +43,19 @@ class BenchSummary:
     device: str
     results: list[tuple[Problem, EvalResult | None]] = field(default_factory=list)
 
-    def speedups(self, baseline: str) -> list[float | None]:
+    def speedups(self, baseline: str, own_kernels: bool = False) -> list[float | None]:
+        """Per-problem speedups; ``own_kernels`` counts results marked torch_fallback (the work
+        was PyTorch's) as unsolved, so fast_p can be reported with and without them."""
         out = []
         for _, r in self.results:
             s = None if r is None else (r.speedup_vs_eager if baseline == "eager" else r.speedup_vs_compile)
+            if own_kernels and r is not None and "torch_fallback" in r.flags:
+                s = None
             out.append(s)
         return out
+
+    def marked(self) -> list[str]:
+        return [p.name for p, r in self.results if r is not None and "torch_fallback" in r.flags]
 
     def correct(self) -> list[float | None]:
         """1.0 marks a correct result, so correctness_rate can count it."""
@@ -65,6 +72,12 @@ class BenchSummary:
                 for b in ("eager", "compile")
             },
             "geomean_speedup": {b: geomean(self.speedups(b)) for b in ("eager", "compile")},
+            # the same without results marked torch_fallback (PyTorch did the work)
+            "torch_fallback_marked": self.marked(),
+            "fast_p_own_kernels": {
+                b: {str(p): v for p, v in fast_p_table(self.speedups(b, own_kernels=True), FAST_P_THRESHOLDS).items()}
+                for b in ("eager", "compile")
+            },
             "results": [
                 {"problem": p.name, **(r.to_dict() if r is not None else {"status": "no_candidate"})}
                 for p, r in self.results

@@ -94,6 +94,16 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX lineage_by_round ON lineage(run_id, round, status);
     """,
+    # 3: re-verification of winners; a failed one takes a kernel out of every ranking
+    """
+    CREATE TABLE verifications (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        candidate_id TEXT NOT NULL REFERENCES candidates(id),
+        problem_id TEXT NOT NULL, device TEXT NOT NULL,
+        ok INTEGER NOT NULL, reason TEXT NOT NULL, record TEXT NOT NULL, created_at REAL NOT NULL
+    );
+    CREATE INDEX verifications_by_candidate ON verifications(candidate_id)
+    """,
 ]
 
 
@@ -178,6 +188,22 @@ class Archive:
                  json.dumps(compile_.to_dict()) if compile_ else None, compile_error, time.time()),
             )
 
+    def add_verification(self, candidate_id: str, problem_id: str, device: str, ok: bool, reason: str,
+                         record: dict) -> int:
+        with self.tx() as c:
+            cur = c.execute(
+                """INSERT INTO verifications(candidate_id, problem_id, device, ok, reason, record, created_at)
+                   VALUES (?,?,?,?,?,?,?)""",
+                (candidate_id, problem_id, device, int(ok), reason, json.dumps(record, default=str), time.time()),
+            )
+            return int(cur.lastrowid)
+
+    def verification(self, candidate_id: str) -> tuple[bool, str] | None:
+        """The latest re-verification of a candidate, if any: (ok, reason)."""
+        row = self.conn.execute("SELECT ok, reason FROM verifications WHERE candidate_id=? ORDER BY id DESC LIMIT 1",
+                                (candidate_id,)).fetchone()
+        return (bool(row["ok"]), row["reason"]) if row else None
+
     # -- reads --------------------------------------------------------------------------
     def get_baseline(self, key: str) -> tuple[TimingStats | None, TimingStats | None, str] | None:
         row = self.conn.execute("SELECT eager, compile, compile_error FROM baselines WHERE key=?", (key,)).fetchone()
@@ -193,7 +219,7 @@ class Archive:
         return [EvalResult.from_dict(json.loads(r["record"])) for r in self.conn.execute(q + " ORDER BY id", args)]
 
     def count(self, table: str) -> int:
-        if table not in ("problems", "candidates", "evaluations", "baselines"):
+        if table not in ("problems", "candidates", "evaluations", "baselines", "verifications"):
             raise ValueError(table)
         return int(self.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 

@@ -94,6 +94,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     config = _config(args)
     problems = resolve_problems(args.problems)
+    warn_flagged(problems, config.device)
     pairs = match_solutions(problems, args.solutions, config.device)
     if args.matched_only:
         pairs = [(p, c) for p, c in pairs if c is not None]
@@ -105,6 +106,32 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(json.dumps(summary.to_dict(), default=str))
     else:
         print_bench(summary)
+    return 0
+
+
+def warn_flagged(problems: list, device: str) -> None:
+    """Print the problem linter's warnings and errors to stderr; advice only, exit codes stay."""
+    from kernelsearch.problems.lint import lint_warnings
+
+    for line in lint_warnings(problems, device):
+        print(f"kernelsearch: warning: {line} (see `kernelsearch lint`)", file=sys.stderr)
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    from kernelsearch.problems.lint import counts, format_text, lint
+    from kernelsearch.problems.loader import resolve_problems
+
+    device = args.device or default_device()
+    if device == "cuda" and default_device() != "cuda":
+        raise UsageError("--device cuda: no CUDA device is available (install a CUDA build of PyTorch)")
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    problems = resolve_problems(args.problems)
+    reports = lint(problems, device, timeout_s=args.timeout)
+    if args.json:
+        print(json.dumps({"device": device, "counts": counts(reports), "problems": [r.to_dict() for r in reports]}))
+    else:
+        print(format_text(reports, device))
     return 0
 
 
@@ -148,9 +175,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_problems)
 
+    p = sub.add_parser("lint", help="flag problems that make a weak reward (constant output, loose tolerance, ...)")
+    p.add_argument("problems", help="suite, suite:level1..3, a directory of problem files, one file or a bundled name")
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available, else cpu")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per problem")
+    p.set_defaults(func=cmd_lint)
+
     from kernelsearch.cli.search_cmds import add_search_commands  # run, show, best
 
     add_search_commands(sub)
+    from kernelsearch.cli.verify_cmd import add_verify_command
+
+    add_verify_command(sub)
     return parser
 
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kernelsearch.cli.main import UsageError, default_device
+from kernelsearch.cli.main import UsageError, default_device, warn_flagged
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.search.config import (
     DEVICE_BACKEND,
@@ -68,6 +68,8 @@ def add_search_commands(sub: Any) -> None:
                    help="propose: only the LLM side of the next round; evaluate: only pending candidates")
     p.add_argument("--json", action="store_true", help="print the run's summary as JSON at the end")
     p.add_argument("-q", "--quiet", action="store_true", help="no live progress")
+    p.add_argument("--no-verify", action="store_true",
+                   help="do not re-verify the best kernel when the run ends (see `kernelsearch verify`)")
 
     g = p.add_argument_group("strategy")
     g.add_argument("-n", type=int, default=None, help="best-of-n samples; refine chains; evolve children per round (default 4, refine 1)")
@@ -251,6 +253,12 @@ def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
         except LLMError as e:  # a provider that cannot be made (bad spec, SDK missing, no key)
             store.set_status(run.id, "stopped", "llm_error", str(e)[:500])
             raise UsageError(str(e)) from e
+        if args.phase is None and not args.no_verify and stop.status in ("finished", "stopped"):
+            from kernelsearch.search.verify_run import verify_best
+
+            for res in verify_best(run_dir, top=1, run_id=run.id):
+                if not (args.quiet or args.json):
+                    print(f"re-verification of {res.candidate_id}: {'passed' if res.ok else 'FAILED'} ({res.reason})")
         llm = driver.session_llm
         summary = trajectory(store, run.id)
         summary["session"] = {"stop_reason": stop.reason, "detail": stop.detail, "llm_calls": llm.calls,
@@ -279,6 +287,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if device == "cuda" and default_device() != "cuda" and args.phase != "propose":
             raise UsageError("--device cuda: no CUDA device is available here (use --phase propose to only generate)")
         problems = resolve_problems(args.problem)
+        warn_flagged(problems, device)  # the problem linter's advice, on stderr
         for path in args.seed:
             if not path.is_file():
                 raise UsageError(f"--seed {path}: no such file")

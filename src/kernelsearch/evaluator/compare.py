@@ -11,7 +11,11 @@ import torch
 from kernelsearch.evaluator.records import TrialCheck
 
 
-def compare(tag: str, out: list[torch.Tensor], ref: list[torch.Tensor], atol: float, rtol: float) -> TrialCheck:
+def compare(tag: str, out: list[torch.Tensor], ref: list[torch.Tensor], atol: float, rtol: float,
+            guard_vacuous: bool = False) -> TrialCheck:
+    """``guard_vacuous``: where an all-zeros or constant output would pass the elementwise
+    tolerance (tiny outputs under an absolute atol), also require a normalised error of at most
+    ``max(rtol, 1e-3)``, since the elementwise check then proves nothing."""
     if len(out) != len(ref):
         return TrialCheck(tag, False, f"returned {len(out)} tensors, expected {len(ref)}")
     worst: TrialCheck | None = None
@@ -48,10 +52,17 @@ def compare(tag: str, out: list[torch.Tensor], ref: list[torch.Tensor], atol: fl
             max_abs = float((o.long() - r.long()).abs().max()) if o.numel() else 0.0
             norm_err = 0.0 if not bool(mismatch.any()) else 1.0
         n_mis = int(mismatch.sum())
+        check = TrialCheck(tag, n_mis == 0, "", max_abs, norm_err, n_mis, o.numel())
+        if not n_mis and guard_vacuous and (o.is_floating_point() or o.is_complex()):
+            bound = max(rtol, 1e-3)
+            if norm_err > bound and _vacuous(r, atol, rtol):
+                n_mis = o.numel()
+                check.ok, check.mismatches = False, n_mis
+                check.reason = (f"{where}the elementwise tolerance is vacuous here (an all-zeros or constant output "
+                                f"would pass atol={atol:g}); normalised error {norm_err:.3g} exceeds {bound:g}")
         total_mismatch += n_mis
         total_numel += o.numel()
-        check = TrialCheck(tag, n_mis == 0, "", max_abs, norm_err, n_mis, o.numel())
-        if n_mis:
+        if n_mis and not check.reason:
             idx = tuple(int(v) for v in torch.nonzero(mismatch)[0].tolist())
             check.reason = (
                 f"{where}{n_mis}/{o.numel()} elements outside atol={atol:g} rtol={rtol:g}; "
@@ -65,3 +76,13 @@ def compare(tag: str, out: list[torch.Tensor], ref: list[torch.Tensor], atol: fl
     worst.mismatches, worst.numel = total_mismatch, total_numel
     worst.ok = total_mismatch == 0
     return worst
+
+
+def _vacuous(ref: torch.Tensor, atol: float, rtol: float) -> bool:
+    """Would an all-zeros output, or the reference's mean everywhere, pass elementwise?"""
+    r = ref.double()
+    r = r[torch.isfinite(r)]
+    if not r.numel():
+        return False
+    tol = atol + rtol * r.abs()
+    return bool((r.abs() <= tol).all()) or bool(((r - r.mean()).abs() <= tol).all())

@@ -20,7 +20,9 @@ class TimingConfig:
     max_reps: int = 100
     target_rel_spread: float = 0.05  # stop once IQR/median is this small
     budget_s: float = 10.0  # wall-clock budget for the timed loop
-    input_sets: int = 3  # distinct input sets rotated over timed calls
+    input_sets: int = 3  # distinct input sets rotated over timed calls (when fresh_inputs is off)
+    # new input values for every timed call, so that replaying an earlier output is wrong
+    fresh_inputs: bool = True
     spot_checks: int = 2  # timed-call outputs sent to the judge
     flush_cache: bool = True
 
@@ -33,6 +35,10 @@ class Limits:
     memory_bytes: int = 16 << 30  # resident memory of the worker's whole process group
     output_bytes: int = 16 << 20  # what a worker may print before it is killed
     file_bytes: int = 8 << 30  # largest file a worker may write (RLIMIT_FSIZE)
+    max_tasks: int = 4096  # processes + threads of a worker and all it starts (fork bombs)
+    # "auto": bubblewrap (no network, read-only filesystem) where it runs, else none;
+    # "bwrap": insist on it (workers fail with a clear reason where it cannot run); "none": off
+    sandbox: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -46,7 +52,11 @@ class EvalConfig:
     # CPU runs: threads for candidate and baselines alike. One by default, so timings do not
     # depend on what else the machine is doing; raise it on a quiet, dedicated machine.
     cpu_threads: int = 1
+    distribution: str = "normal"  # input distribution (see distributions.py); others re-verify winners
     torch_fallback: str = "mark"  # "mark" or "reject": torch compute on the forward path
+    # False skips the static screen's rejections (fault-injection tests use it to reach the
+    # sandbox with code the screen would stop); the dynamic guards and the judge still apply
+    static_screen: bool = True
     timing: TimingConfig = field(default_factory=TimingConfig)
     limits: Limits = field(default_factory=Limits)
     home: Path = field(default_factory=default_home)
@@ -60,6 +70,8 @@ class EvalConfig:
         t.pop("spot_checks")
         if self.device == "cpu":
             t["cpu_threads"] = self.cpu_threads
+        if self.distribution != "normal":
+            t["distribution"] = self.distribution
         return t
 
     def worker_env(self) -> dict[str, str]:

@@ -21,7 +21,9 @@ from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.builds import build_dir, clear_locks
 from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.evaluator.config import EvalConfig
+from kernelsearch.evaluator.protocol import protocol_violation
 from kernelsearch.evaluator.records import EvalResult, Status, TimingStats, TrialCheck
+from kernelsearch.evaluator.roofline import impossible
 from kernelsearch.evaluator.sandbox import WorkerOutcome, run_worker
 from kernelsearch.evaluator.screen import screen
 from kernelsearch.problems.loader import Problem
@@ -85,11 +87,12 @@ def _evaluate(problem: Problem, candidate: Candidate, config: EvalConfig, archiv
     res.errors.extend(sc.notes)
     if sc.syntax_error:
         return _verdict(res, Status.COMPILE_ERROR, sc.syntax_error)
-    if sc.reject:
+    if sc.reject and config.static_screen:
         return _verdict(res, Status.REJECTED, sc.reject)
     if candidate.backend not in DEVICE_BACKENDS.get(config.device, ()):
         return _verdict(res, Status.REJECTED, f"a {candidate.backend} candidate cannot run on the {config.device} device")
-    if config.torch_fallback == "reject" and ("torch_fallback" in sc.flags or "exception_fallback" in sc.flags):
+    if config.torch_fallback == "reject" and config.static_screen and (
+            "torch_fallback" in sc.flags or "exception_fallback" in sc.flags):
         return _verdict(res, Status.REJECTED, "uses PyTorch compute on the forward path: " + "; ".join(sc.notes))
 
     # 2. seeds: secret unless the user fixed one for an exact re-run
@@ -98,16 +101,18 @@ def _evaluate(problem: Problem, candidate: Candidate, config: EvalConfig, archiv
     draw = lambda: rng.randrange(1, 2**31 - 1)  # noqa: E731
     init_seed = draw()
     trial_seeds = [draw() for _ in range(config.trials)]
-    timing_seeds = [draw() for _ in range(config.timing.input_sets)]
+    t = config.timing
+    # fresh inputs: one seed per call (warm-up calls first); else a few sets rotated
+    timing_seeds = [draw() for _ in range(t.warmup + t.max_reps if t.fresh_inputs else t.input_sets)]
 
     work = Path(tempfile.mkdtemp(prefix="ks-eval-"))
     try:
-        return _run(problem, candidate, config, archive, res, work, init_seed, trial_seeds, timing_seeds)
+        return _run(problem, candidate, config, archive, res, work, init_seed, trial_seeds, timing_seeds, sc.kernels)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _run(problem, candidate, config, archive, res, work, init_seed, trial_seeds, timing_seeds) -> EvalResult:
+def _run(problem, candidate, config, archive, res, work, init_seed, trial_seeds, timing_seeds, kernels) -> EvalResult:
     from dataclasses import asdict
 
     lim = config.limits
@@ -121,18 +126,22 @@ def _run(problem, candidate, config, archive, res, work, init_seed, trial_seeds,
     common = {
         "device": config.device, "problem_path": str(problem.path), "init_seed": init_seed,
         "timing_seeds": timing_seeds, "timing": asdict(config.timing), "out_dir": str(out_dir),
+        "distribution": config.distribution,
     }
     # 3. the candidate's own process: build, run, time
     cand = run_worker(
-        {**common, "role": "candidate", "candidate_path": str(cand_path), "trial_seeds": trial_seeds},
+        {**common, "role": "candidate", "candidate_path": str(cand_path), "trial_seeds": trial_seeds,
+         "backend": candidate.backend, "kernel_names": kernels},
         cand_dir,
         timeouts={"build": lim.build_timeout_s, "default": lim.run_timeout_s},
         memory_bytes=lim.memory_bytes, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
+        sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + lim.run_timeout_s,
         env_extra={"TORCH_EXTENSIONS_DIR": str(bdir), **config.worker_env()},
     )
     if cand.killed and cand.phase == "build":
         clear_locks(bdir)  # its holder is dead; the next build of this candidate must not wait
     res.output_excerpt = cand.output[-4000:]
+    res.isolation = cand.isolation
     built = cand.first("built")
     if built:
         res.build_s = built.get("seconds")
@@ -143,23 +152,37 @@ def _run(problem, candidate, config, archive, res, work, init_seed, trial_seeds,
         status, reason, log = failure
         res.build_log = log
         return _verdict(res, status, reason)
+    forged = protocol_violation(cand.messages, len(trial_seeds), config.timing, len(timing_seeds))
+    if forged:
+        return _verdict(res, Status.REJECTED, forged)
+    fallback = _observed_torch_compute(cand, res)
+    if fallback and config.torch_fallback == "reject":
+        return _verdict(res, Status.REJECTED, "uses PyTorch compute on the forward path (seen while it ran: "
+                        + fallback + ")")
     mutated = [m for m in cand.events("trial") if m.get("mutated_inputs")]
     timing = cand.first("timing") or {}
     samples = timing.get("samples_ms") or []
     spots = timing.get("spots") or []
     if not _valid_samples(samples):
         return _verdict(res, Status.CRASHED, "worker reported no valid timings")
+    too_fast = impossible(samples, problem, config.device, host_device_name(config.device))
+    if too_fast:
+        res.candidate_timing = TimingStats.from_samples(samples)
+        return _verdict(res, Status.REJECTED, too_fast)
 
     # 4. the judge: reference outputs, comparisons, baselines
     key = baseline_key(problem, config)
     cached = archive.get_baseline(key) if archive is not None else None
     judge = run_worker(
         {**common, "role": "judge", "atol": res.atol, "rtol": res.rtol,
+         # the user's own tolerance is taken as given; the problem's is guarded against vacuity
+         "guard_vacuous": config.atol is None and config.rtol is None,
          "check_trials": trial_seeds, "check_spots": spots,
          "baselines": cached is None, "compile_baseline": config.compile_baseline},
         judge_dir,
         timeouts={"default": lim.judge_timeout_s},
         memory_bytes=lim.memory_bytes * 2, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
+        sandbox=lim.sandbox, max_tasks=lim.max_tasks,
         # the judge runs only trusted code, so torch.compile's caches may persist between runs
         env_extra={"TORCHINDUCTOR_CACHE_DIR": str(config.home / "judge-cache" / "inductor"),
                    "TRITON_CACHE_DIR": str(config.home / "judge-cache" / "triton"), **config.worker_env()},
@@ -201,7 +224,35 @@ def _run(problem, candidate, config, archive, res, work, init_seed, trial_seeds,
     if failed:
         first = failed[0]
         return _verdict(res, Status.INCORRECT, f"{first.tag}: {first.reason}"[:500])
+    escaped = _profile_mismatch(cand, res.candidate_timing)
+    if escaped:
+        return _verdict(res, Status.REJECTED, escaped)
     return _verdict(res, Status.CORRECT, _correct_reason(res))
+
+
+def _observed_torch_compute(cand: WorkerOutcome, res: EvalResult) -> str:
+    """PyTorch compute the worker saw on the forward path (the dynamic half of the
+    torch-fallback mark): flags the result and returns a summary, or ""."""
+    seen = (cand.first("observed") or {}).get("torch_compute") or {}
+    if not isinstance(seen, dict) or not seen:
+        return ""
+    summary = ", ".join(f"{name} x{n}" for name, n in sorted(seen.items(), key=lambda kv: -int(kv[1]))[:6])
+    if "torch_fallback" not in res.flags:
+        res.flags.append("torch_fallback")
+    res.errors.append("forward ran PyTorch compute: " + summary)
+    return summary
+
+
+def _profile_mismatch(cand: WorkerOutcome, timing: TimingStats | None) -> str:
+    """The profiler cross-check (CUDA): a median far below the time the GPU spent in the
+    candidate's kernels in one profiled call means work escaped the timer."""
+    busy = (cand.first("profile") or {}).get("busy_ms")
+    if timing is None or not isinstance(busy, (int, float)) or busy <= 0:
+        return ""
+    if timing.median_ms < 0.5 * busy:
+        return (f"timed at {timing.median_ms:.3g} ms (median), but its kernels kept the GPU busy for {busy:.3g} ms "
+                "in a profiled call: work escaped the timer")
+    return ""
 
 
 def _valid_samples(samples) -> bool:
@@ -225,9 +276,14 @@ def _verdict(res: EvalResult, status: Status, reason: str) -> EvalResult:
 def _candidate_failure(out: WorkerOutcome, config: EvalConfig) -> tuple[Status, str, str] | None:
     """Map what happened to the candidate's worker to a status, or None if it finished."""
     lim = config.limits
+    if out.killed == "processes":
+        return Status.CRASHED, f"exceeded the process limit of {lim.max_tasks} tasks (processes + threads)", ""
+    if out.killed == "sandbox":
+        return Status.CRASHED, out.output, ""
     if out.killed.startswith("timeout:"):
         phase = out.killed.split(":", 1)[1]
         limit = lim.build_timeout_s if phase == "build" else lim.run_timeout_s
+        limit += lim.build_timeout_s if phase == "total" else 0
         what = "build" if phase == "build" else "run"
         return Status.TIMEOUT, f"{what} did not finish within {limit:g} s (phase: {phase})", ""
     if out.killed == "memory":

@@ -32,6 +32,7 @@ def _build_one(candidate: Candidate, config: EvalConfig) -> bool:
             work,
             timeouts={"default": lim.build_timeout_s},
             memory_bytes=lim.memory_bytes, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
+            sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s,
             env_extra={"TORCH_EXTENSIONS_DIR": str(bdir), "MAX_JOBS": "1"},
         )
     if out.killed:

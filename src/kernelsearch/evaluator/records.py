@@ -115,6 +115,7 @@ class EvalResult:
     atol: float | None = None
     rtol: float | None = None
     seed: int | None = None
+    isolation: str = ""  # how the candidate's worker was sandboxed (WorkerOutcome.isolation)
 
     @property
     def candidate_ms(self) -> float | None:
@@ -161,6 +162,7 @@ class EvalResult:
             "build_s": self.build_s,
             "eval_s": self.eval_s,
             "seed": self.seed,
+            "isolation": self.isolation,
             "timing": {
                 "candidate": self.candidate_timing.to_dict() if self.candidate_timing else None,
                 "eager": self.eager_timing.to_dict() if self.eager_timing else None,
@@ -202,6 +204,7 @@ class EvalResult:
             atol=d.get("atol"),
             rtol=d.get("rtol"),
             seed=d.get("seed"),
+            isolation=d.get("isolation", ""),
         )
 
 

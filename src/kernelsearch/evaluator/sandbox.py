@@ -3,15 +3,17 @@
 The parent never imports candidate code. It starts ``python -m kernelsearch.evaluator.worker``
 in a new session (so the whole process group, compilers included, can be killed), with an
 environment built from an allow-list (no API keys, HOME pointing at the worker's own temp
-directory), resource limits, a per-phase deadline, a cap on printed output and a watchdog on
-the resident memory of the whole process group. Messages arrive as JSON lines on a private pipe.
+directory), resource limits (file size, core dumps, CPU time), a per-phase deadline and an
+overall one, a cap on printed output and a watchdog on the resident memory and task count of
+the worker and everything it starts. Where the OS allows it the worker runs under bubblewrap
+(no network, read-only filesystem except its own directories) and in a pids cgroup; see
+``isolation.py``. Messages arrive as JSON lines on a private pipe.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import kernelsearch
+from kernelsearch.evaluator import isolation
 
 # Variables a worker may inherit; everything else (API keys, tokens, cloud credentials) stays out.
 ENV_ALLOW = (
@@ -38,10 +41,13 @@ _MAX_MESSAGE = 1 << 20
 class WorkerOutcome:
     messages: list[dict] = field(default_factory=list)
     returncode: int | None = None
-    killed: str = ""  # why the parent killed it: "timeout:<phase>", "memory", "output", "channel"
+    # why the parent killed it: "timeout:<phase>", "timeout:total", "memory", "processes",
+    # "output", "channel", or "sandbox" (the requested sandbox could not start; see output)
+    killed: str = ""
     phase: str = ""  # the last phase the worker announced
     output: str = ""  # excerpt of what it printed
     wall_s: float = 0.0
+    isolation: str = ""  # "bwrap" or "none", then "+cgroup" or "+watchdog" (how tasks are capped)
 
     def events(self, name: str) -> list[dict]:
         return [m for m in self.messages if m.get("event") == name]
@@ -67,37 +73,14 @@ def scrubbed_env(workdir: Path, extra: dict[str, str] | None = None) -> dict[str
     return env
 
 
-def _limits(file_bytes: int) -> None:
-    """Runs in the child between fork and exec. Memory is limited by the parent's watchdog on
-    the group's resident set, not RLIMIT_AS: CUDA reserves far more address space than it uses."""
-    os.setsid()
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-
-
-def group_rss(pgid: int) -> int:
-    """Resident bytes of every process in a process group (the worker and its compilers)."""
-    total = 0
-    page = os.sysconf("SC_PAGE_SIZE")
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            if int(fields[2]) != pgid:  # field 5 of stat (pgrp), counted after the comm field
-                continue
-            total += int(fields[21]) * page  # rss in pages
-        except (OSError, IndexError, ValueError):
-            continue
-    return total
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _writable_dirs(env_extra: dict[str, str] | None) -> list[Path]:
+    """Build and cache directories handed to the worker (``*_DIR`` variables): made writable."""
+    dirs = []
+    for key, value in (env_extra or {}).items():
+        if key.endswith("_DIR") and os.path.isabs(value):
+            Path(value).mkdir(parents=True, exist_ok=True)
+            dirs.append(Path(value))
+    return dirs
 
 
 def run_worker(
@@ -108,26 +91,55 @@ def run_worker(
     output_bytes: int,
     file_bytes: int,
     env_extra: dict[str, str] | None = None,
+    wrapper: list[str] | None = None,
+    sandbox: str = "auto",
+    max_tasks: int = 4096,
+    total_s: float | None = None,
 ) -> WorkerOutcome:
     """Start a worker on ``job`` and collect its messages until it exits or is killed.
 
     ``timeouts`` maps a phase name (announced by the worker) to its deadline in seconds; the
     clock restarts at every phase change. Phases not listed use ``timeouts["default"]``.
+    ``total_s`` bounds the whole run (for candidate code, which could announce phase after
+    phase to reset the clock) and sets RLIMIT_CPU to match; None: per-phase deadlines only
+    (a worker that goes through many items, one phase each). ``sandbox`` is
+    ``Limits.sandbox``; ``max_tasks`` caps processes plus threads of all the worker starts.
     """
     workdir.mkdir(parents=True, exist_ok=True)
-    read_fd, write_fd = os.pipe()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kernelsearch.evaluator.worker", str(write_fd)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=workdir,
-        env=scrubbed_env(workdir, env_extra),
-        pass_fds=(write_fd,),
-        preexec_fn=lambda: _limits(file_bytes),
-    )
-    os.close(write_fd)
     out = WorkerOutcome()
+    try:
+        mode = isolation.resolve(sandbox)
+    except isolation.SandboxUnavailable as e:
+        out.killed, out.output, out.isolation = "sandbox", str(e), sandbox
+        return out
+    cgroup = isolation.PidsCgroup.create(max_tasks)
+    out.isolation = mode + ("+cgroup" if cgroup else "+watchdog")
+    argv = [*(wrapper or []), sys.executable, "-m", "kernelsearch.evaluator.worker"]
+    if mode == "bwrap":
+        prefix = isolation.bwrap_args(workdir, _writable_dirs(env_extra), isolation.job_paths(job))
+        deathsig = signal.SIGKILL  # bwrap's --die-with-parent and PID namespace do the rest
+    else:
+        prefix, deathsig = isolation.reaper_args(), signal.SIGTERM
+        isolation.protect_parent()
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [*prefix, *argv, str(write_fd)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+            env=scrubbed_env(workdir, env_extra),
+            pass_fds=(write_fd,),
+            preexec_fn=isolation.make_preexec(file_bytes, isolation.cpu_seconds(total_s), cgroup, deathsig),
+        )
+    except BaseException:
+        os.close(read_fd)
+        if cgroup is not None:
+            cgroup.remove()
+        raise
+    finally:
+        os.close(write_fd)
     start = time.monotonic()
     lock = threading.Lock()
     state = {"phase": "start", "since": start, "killed": ""}
@@ -136,7 +148,7 @@ def run_worker(
         with lock:
             if not state["killed"]:
                 state["killed"] = why
-        _kill_group(proc)
+        isolation.kill_all(proc.pid, cgroup, root_alive=proc.returncode is None)
 
     head, tail = bytearray(), bytearray()
     printed = [0]
@@ -189,14 +201,25 @@ def run_worker(
         with lock:
             phase, since = state["phase"], state["since"]
         limit = timeouts.get(phase, timeouts["default"])
-        if time.monotonic() - since > limit:
+        now = time.monotonic()
+        if now - since > limit:
             kill(f"timeout:{phase}")
-        elif group_rss(proc.pid) > memory_bytes:
-            kill("memory")
-    _kill_group(proc)  # grandchildren left behind by the worker die with it
+        elif total_s is not None and now - start > total_s:
+            kill("timeout:total")
+        else:
+            usage = isolation.group_usage(proc.pid, cgroup)
+            if usage.tasks > max_tasks or (cgroup is not None and cgroup.limit_hit()):
+                kill("processes")
+            elif usage.rss > memory_bytes and isolation.group_pss(proc.pid, cgroup) > memory_bytes:
+                kill("memory")
+    if cgroup is not None and cgroup.limit_hit() and not state["killed"]:
+        state["killed"] = "processes"  # a refused fork, even if the worker then exited by itself
+    isolation.kill_all(proc.pid, cgroup, root_alive=False)  # what the worker left behind dies too
+    if cgroup is not None:
+        cgroup.remove()
     for t in readers:
         t.join(timeout=5)
-    out.returncode = proc.returncode
+    out.returncode = isolation.bwrap_returncode(proc.returncode) if mode == "bwrap" else proc.returncode
     out.killed = state["killed"]
     out.phase = state["phase"]
     out.wall_s = time.monotonic() - start

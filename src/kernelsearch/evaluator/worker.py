@@ -53,14 +53,30 @@ def _seeded(seed: int):
         torch.cuda.manual_seed_all(seed)
 
 
-def make_inputs(module, seed: int, device: str) -> list:
+def make_inputs(module, seed: int, device: str, distribution: str = "normal") -> list:
     """Same seed, same device, same inputs: in the candidate's process and in the judge's."""
     import torch
 
+    from kernelsearch.evaluator.distributions import transform
+
     _seeded(seed)
     with torch.device(device):
-        inputs = list(module.get_inputs())
+        inputs = transform(list(module.get_inputs()), distribution)
+    _hide_seed()
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _hide_seed() -> None:
+    """Reseed at random once inputs exist, so that torch.initial_seed() inside forward says
+    nothing about the seeds of the inputs still to come."""
+    import secrets
+
+    _seeded(secrets.randbits(62))
+
+
+def _size_device(job: dict) -> str:
+    """Which device's sizes to use: "small_sizes" runs a GPU job at the CPU size (sanitizers)."""
+    return "cpu" if job.get("small_sizes") else job["device"]
 
 
 def make_model(cls, module, seed: int, device: str):
@@ -150,12 +166,22 @@ def run_candidate(job: dict, ch: Channel) -> None:
 
     from kernelsearch.evaluator.codec import write_tensors
     from kernelsearch.evaluator.config import TimingConfig
-    from kernelsearch.evaluator.timing import sync, time_calls
+    from kernelsearch.evaluator.guards import CallGuard, GuardViolation
+    from kernelsearch.evaluator.launches import ComputeObserver
+    from kernelsearch.evaluator.timing import time_calls
     from kernelsearch.problems.loader import load_module
 
     device = job["device"]
     out_dir = Path(job["out_dir"])
-    problem = load_module(Path(job["problem_path"]), device=device, name="ks_reference_problem")
+    dist = job.get("distribution", "normal")
+    problem = load_module(Path(job["problem_path"]), device=_size_device(job), name="ks_reference_problem")
+    # Guards are set up before the candidate is imported, and their bound methods kept here, so
+    # that nothing the candidate patches later changes what they check.
+    guard = CallGuard(device, job.get("backend", ""))
+    guard.install()
+    before, after, settle, keep = guard.before, guard.after, guard.settle, guard.keep
+    check_integrity, before_timed, after_timed, finish = (
+        guard.check_integrity, guard.before_timed, guard.after_timed, guard.finish)
     cand = build(job, ch)
     if cand is None:
         return
@@ -163,40 +189,58 @@ def run_candidate(job: dict, ch: Channel) -> None:
 
     phase = "init"
     try:
+        check_integrity("while the candidate was imported")
         model = make_model(cand.ModelNew, problem, job["init_seed"], device)
+        check_integrity("while ModelNew was built")
         phase = "correctness"
+        observer = ComputeObserver()
+
+        def call(args: list, label: str):
+            before()
+            with torch.no_grad(), observer:
+                out = model(*args)
+            fp = after(out, label)
+            settle(out, fp, label)
+            return out, fp
+
         for i, seed in enumerate(job["trial_seeds"]):
-            inputs = make_inputs(problem, seed, device)
+            inputs = make_inputs(problem, seed, device, dist)
             originals = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
             _poison(device, max(64 << 20, 2 * _nbytes(inputs)))
-            with torch.no_grad():
-                out = model(*inputs)
-            sync(device)
-            _check_output_type(out)
+            out, fp = call(inputs, f"trial {i}")
             write_tensors(out_dir / f"trial{i}.kst", out)
+            keep(out, fp, f"trial {i}")
             mutated = [j for j, (a, b) in enumerate(zip(inputs, originals, strict=True))
                        if isinstance(a, torch.Tensor) and not torch.equal(a, b)]
             ch.send("trial", index=i, mutated_inputs=mutated)
             if i == 0:  # determinism: the same inputs again, on fresh copies
                 again = [x.clone() if isinstance(x, torch.Tensor) else x for x in originals]
                 _poison(device, max(64 << 20, 2 * _nbytes(inputs)))
-                with torch.no_grad():
-                    out2 = model(*again)
-                sync(device)
-                _check_output_type(out2)
+                out2, fp2 = call(again, "the determinism run")
                 write_tensors(out_dir / "repeat0.kst", out2)
+                keep(out2, fp2, "the determinism run")
                 del out2, again
             del out, inputs, originals
+        ch.send("observed", torch_compute=dict(observer.seen))
+        if device == "cuda" and job.get("kernel_names") is not None:
+            _profile_check(model, make_inputs(problem, job["trial_seeds"][0], device, dist), job["kernel_names"], ch)
+        if job.get("skip_timing"):  # sanitizer runs: correctness only
+            ch.send("done")
+            return
         phase = "timing"
         tcfg = TimingConfig(**job["timing"])
-        sets = [make_inputs(problem, s, device) for s in job["timing_seeds"]]
-        run = time_calls(model, sets, device, tcfg, spot_checks=tcfg.spot_checks)
+        sets, inputs_for = _timing_inputs(problem, job, tcfg)
+        run = time_calls(model, sets, device, tcfg, spot_checks=tcfg.spot_checks, inputs_for=inputs_for,
+                         before=before_timed, after=after_timed)
+        finish()
         spots = []
         for j, (k, out) in enumerate(run.spot_outputs):
-            _check_output_type(out)
             write_tensors(out_dir / f"timed{j}.kst", out)
             spots.append({"file": f"timed{j}.kst", "input_set": k})
         ch.send("timing", samples_ms=run.samples_ms, spots=spots)
+    except GuardViolation as e:
+        ch.send("error", phase=phase, kind="rejected", message=str(e)[:4000])
+        return
     except BaseException as e:  # noqa: BLE001
         kind = "compile_error" if _is_compile_exception(e) else "runtime_error"
         ch.send("error", phase=phase, kind=kind, message=f"{type(e).__name__}: {e}"[:4000],
@@ -205,13 +249,37 @@ def run_candidate(job: dict, ch: Channel) -> None:
     ch.send("done")
 
 
-def _check_output_type(out) -> None:
+def _timing_inputs(problem, job: dict, tcfg) -> tuple[list, object]:
+    """The timed loop's inputs, the same way for candidate and baselines: a fresh set per call
+    from its own seed when the job carries one seed per call, else a few sets rotated."""
+    device, dist, seeds = job["device"], job.get("distribution", "normal"), job["timing_seeds"]
+    if tcfg.fresh_inputs and len(seeds) >= tcfg.warmup + tcfg.max_reps:
+        return [], lambda k: make_inputs(problem, seeds[k], device, dist)
+    return [make_inputs(problem, s, device, dist) for s in seeds], None
+
+
+def _profile_check(model, inputs: list, kernel_names: list[str], ch: Channel) -> None:
+    """One extra forward under the CUDA profiler: which kernels ran, how long the GPU was busy.
+    Rejects a candidate none of whose own kernels ran; a profiler that fails only loses data."""
+    import re
+
     import torch
 
-    items = out if isinstance(out, (list, tuple)) else [out]
-    for o in items:
-        if type(o) is not torch.Tensor and not isinstance(o, torch.nn.Parameter):
-            raise TypeError(f"forward returned {type(o).__name__}, not a plain torch.Tensor")
+    from kernelsearch.evaluator.guards import GuardViolation
+    from kernelsearch.evaluator.launches import profile_kernels
+
+    try:
+        with torch.no_grad():
+            prof = profile_kernels(lambda: model(*inputs))
+    except Exception as e:  # noqa: BLE001 - CUPTI missing or busy: report, do not judge
+        ch.send("profile", error=f"{type(e).__name__}: {e}"[:500])
+        return
+    ch.send("profile", **prof)
+    launched = list(prof["kernels"])  # empty: the profiler saw nothing (no CUPTI access), so no verdict
+    if kernel_names and launched and not any(re.search(rf"\b{re.escape(n)}\b", k)
+                                             for n in kernel_names for k in launched):
+        raise GuardViolation(f"none of the kernels it defines ({', '.join(kernel_names[:4])}) ran on the forward "
+                             f"path; the GPU ran {', '.join(launched[:3])}")
 
 
 def load_module_plain(path: Path, name: str):
@@ -237,13 +305,14 @@ def run_judge(job: dict, ch: Channel) -> None:
     device = job["device"]
     cand_dir = Path(job["out_dir"])
     atol, rtol = job["atol"], job["rtol"]
-    problem = load_module(Path(job["problem_path"]), device=device, name="ks_reference_problem")
+    vacuity = bool(job.get("guard_vacuous", False))
+    problem = load_module(Path(job["problem_path"]), device=_size_device(job), name="ks_reference_problem")
     ch.send("info", device_name=_device_name(device), torch_version=torch.__version__)
     model = make_model(problem.Model, problem, job["init_seed"], device)
 
     def reference(seed: int) -> list:
         with torch.no_grad():
-            out = model(*make_inputs(problem, seed, device))
+            out = model(*make_inputs(problem, seed, device, job.get("distribution", "normal")))
         return [out] if isinstance(out, torch.Tensor) else list(out)
 
     def load(name: str):
@@ -262,7 +331,7 @@ def run_judge(job: dict, ch: Channel) -> None:
             ch.send("check", tag=tag, ok=False, reason=why)
             continue
         ref = reference(seed)
-        ch.send("check", **compare(tag, got, ref, atol, rtol).__dict__)
+        ch.send("check", **compare(tag, got, ref, atol, rtol, guard_vacuous=vacuity).__dict__)
         if i == 0:
             again, why = load("repeat0.kst")
             if again is None:
@@ -279,7 +348,7 @@ def run_judge(job: dict, ch: Channel) -> None:
         if got is None:
             ch.send("check", tag=tag, ok=False, reason=why)
             continue
-        c = compare(tag, got, reference(job["timing_seeds"][spot["input_set"]]), atol, rtol)
+        c = compare(tag, got, reference(job["timing_seeds"][spot["input_set"]]), atol, rtol, guard_vacuous=vacuity)
         if not c.ok:
             c.reason = "output of a timed call is wrong: " + c.reason
         ch.send("check", **c.__dict__)
@@ -288,13 +357,13 @@ def run_judge(job: dict, ch: Channel) -> None:
 
     if job.get("baselines"):
         tcfg = TimingConfig(**job["timing"])
-        sets = [make_inputs(problem, s, device) for s in job["timing_seeds"]]
-        eager = time_calls(model, sets, device, tcfg)
+        sets, inputs_for = _timing_inputs(problem, job, tcfg)
+        eager = time_calls(model, sets, device, tcfg, inputs_for=inputs_for)
         ch.send("baseline", kind="eager", stats=TimingStats.from_samples(eager.samples_ms).to_dict())
         if job.get("compile_baseline"):
             try:
                 compiled = torch.compile(model)
-                run = time_calls(compiled, sets, device, tcfg)
+                run = time_calls(compiled, sets, device, tcfg, inputs_for=inputs_for)
                 ch.send("baseline", kind="compile", stats=TimingStats.from_samples(run.samples_ms).to_dict())
             except Exception as e:  # noqa: BLE001 - a baseline that cannot compile is reported
                 ch.send("baseline", kind="compile", stats=None, error=f"{type(e).__name__}: {e}"[:2000])
@@ -316,6 +385,8 @@ def main(argv: list[str]) -> int:
                 ch.send("done")
         elif job["role"] == "judge":
             run_judge(job, ch)
+        elif job["role"] == "lint":  # the problem linter: kernelsearch.problems.lint_worker
+            __import__("kernelsearch.problems.lint_worker", fromlist=["run_lint"]).run_lint(job, ch)
         else:
             ch.send("error", phase="setup", kind="runtime_error", message=f"unknown role {job['role']!r}")
     except BaseException as e:  # noqa: BLE001

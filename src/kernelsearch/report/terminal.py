@@ -64,11 +64,16 @@ def print_bench(summary) -> None:
     for p in FAST_P_THRESHOLDS:
         f.add_column(f"p={p:g}")
     f.add_column("geomean speedup (correct)")
+    marked = summary.marked()
     for b in ("eager", "compile"):
-        sp = summary.speedups(b)
-        row = fast_p_table(sp, FAST_P_THRESHOLDS)
-        f.add_row(b, *(f"{v:.0%}" for v in row.values()), _x(geomean(sp)))
+        for own in (False, True) if marked else (False,):
+            sp = summary.speedups(b, own_kernels=own)
+            row = fast_p_table(sp, FAST_P_THRESHOLDS)
+            f.add_row(b + (" (own kernels)" if own else ""), *(f"{v:.0%}" for v in row.values()), _x(geomean(sp)))
     console.print(f)
+    if marked:
+        console.print(f"marked torch_fallback (PyTorch compute on the forward path; left out of the 'own kernels' "
+                      f"rows): {', '.join(marked)}")
     n = len(summary.results)
     have = sum(r is not None for _, r in summary.results)
     console.print(f"correctness rate {correctness_rate(summary.correct()):.0%} over {n} problems "

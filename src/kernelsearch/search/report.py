@@ -64,7 +64,8 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
         idea, family = _idea_label(store, by_id[m.candidate_id])
         best = {"candidate_id": m.candidate_id, "speedup_vs_eager": m.speedup,
                 "speedup_vs_compile": m.speedup_vs_compile, "round": m.round, "origin": m.origin,
-                "backend": store.candidate(m.candidate_id).backend, "idea": idea, "family": family}
+                "backend": store.candidate(m.candidate_id).backend, "idea": idea, "family": family,
+                "verification": _verification(store, m.candidate_id)}
     u = store.usage(rid)
     name, _ = store.problem_source(run.problem_id)
     return {
@@ -77,6 +78,11 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
         "input_tokens": u.input_tokens, "output_tokens": u.output_tokens, "cost_usd": u.cost_usd,
         "unpriced_calls": u.unpriced, "elapsed_s": run.elapsed_s,
     }
+
+
+def _verification(store: RunStore, candidate_id: str) -> str:
+    v = store.archive.verification(candidate_id)
+    return "not re-verified" if v is None else ("re-verified" if v[0] else f"failed re-verification: {v[1]}")
 
 
 def _x(v: float | None) -> str:
@@ -100,7 +106,8 @@ def print_trajectory(t: dict[str, Any], console: Console | None = None) -> None:
     b = t["best"]
     if b["candidate_id"]:
         console.print(f"best kernel: {b['candidate_id']} ({b['backend']}, round {b['round']}): "
-                      f"{_x(b['speedup_vs_eager'])} vs eager, {_x(b['speedup_vs_compile'])} vs torch.compile",
+                      f"{_x(b['speedup_vs_eager'])} vs eager, {_x(b['speedup_vs_compile'])} vs torch.compile "
+                      f"({b['verification']})",
                       highlight=False)
     else:
         console.print("best kernel: none correct yet")

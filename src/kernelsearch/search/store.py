@@ -417,11 +417,14 @@ class RunStore:
         return EvalResult.from_dict(json.loads(row[0])) if row else None
 
     def members(self, run_id: str) -> list[Member]:
-        """Every correct kernel of the run, fastest first."""
+        """Every correct kernel of the run, fastest first; a kernel whose latest re-verification
+        failed is left out (it keeps its evaluation row and the verification says why)."""
         rows = self.conn.execute(
             """SELECT l.candidate_id, l.round, l.origin, l.idea_id, l.parent_ids, e.speedup_vs_eager, e.speedup_vs_compile
                FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id
                WHERE l.run_id=? AND e.status='correct'
+                 AND COALESCE((SELECT v.ok FROM verifications v WHERE v.candidate_id = l.candidate_id
+                               ORDER BY v.id DESC LIMIT 1), 1) = 1
                ORDER BY COALESCE(e.speedup_vs_eager, 0) DESC, l.created_at, l.rowid""", (run_id,))
         return [Member(r["candidate_id"], r["round"], r["origin"], float(r["speedup_vs_eager"] or 0.0),
                        r["speedup_vs_compile"], r["idea_id"], json.loads(r["parent_ids"])) for r in rows]

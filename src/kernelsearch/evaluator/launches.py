@@ -1,0 +1,156 @@
+"""What actually ran on the forward path: calls into the candidate's compiled extension, Triton
+launches, PyTorch compute, and (on CUDA) the kernels the profiler saw.
+
+A candidate can declare a kernel and never use it: a ``load_inline`` in dead code makes it a
+"cpp" candidate, a branch routes real inputs to PyTorch, an extension function does nothing
+while ``a * 2 + b`` does the work. The static screen sees only names; these observers see the
+calls. Extension calls are counted by wrapping the functions of every module that
+``load_inline``/``load`` return (hooked before the candidate is imported), which costs one
+Python call per launch and works the same on the CPU and the GPU. PyTorch compute is seen with
+a TorchFunctionMode during the correctness trials (not the timed ones, where it would cost
+time). On CUDA one extra forward runs under torch.profiler to see whether any kernel the
+candidate defines was launched and how long the GPU was busy.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+# torch functions that compute (as opposed to allocate, view, copy or convert); names are
+# matched after stripping dunders, in-place underscores and reflected/in-place prefixes.
+COMPUTE = frozenset({
+    "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "truediv", "floordiv",
+    "floor_divide", "remainder", "mod", "fmod", "pow", "neg", "negative", "abs", "exp", "exp2", "expm1",
+    "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan", "tanh", "sigmoid",
+    "erf", "erfc", "erfinv", "sign", "square", "clamp", "clamp_min", "clamp_max", "clip", "maximum",
+    "minimum", "max", "min", "amax", "amin", "prod", "sum", "mean", "var", "std", "norm", "addcmul",
+    "addcdiv", "lerp", "where", "logsumexp", "matmul", "mm", "bmm", "addmm", "baddbmm", "addmv", "mv",
+    "dot", "outer", "tensordot", "einsum", "linear", "bilinear", "conv1d", "conv2d", "conv3d",
+    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "softmax", "log_softmax", "layer_norm",
+    "group_norm", "batch_norm", "instance_norm", "rms_norm", "scaled_dot_product_attention", "relu",
+    "relu6", "gelu", "silu", "elu", "selu", "leaky_relu", "hardtanh", "hardswish", "softplus", "mish",
+    "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "adaptive_avg_pool2d", "adaptive_max_pool2d", "cumsum", "cumprod", "cross_entropy", "dropout",
+    "threshold", "softmin", "normalize", "cosine_similarity", "cdist", "interpolate",
+})
+
+
+def _base_name(func: Callable) -> str:
+    name = getattr(func, "__name__", "") or ""
+    if name.startswith("__") and name.endswith("__"):
+        name = name[2:-2]
+        if name[:1] in ("r", "i") and name[1:] in COMPUTE:
+            name = name[1:]
+    return name.rstrip("_")
+
+
+class ComputeObserver(TorchFunctionMode):
+    """Counts the PyTorch compute functions called from Python while it is active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: Counter[str] = Counter()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = _base_name(func)
+        if name in COMPUTE:
+            qual = getattr(func, "__qualname__", name).replace("TensorBase.", "Tensor.")
+            self.seen[qual.replace("_VariableFunctionsClass.", "torch.")] += 1
+        return func(*args, **(kwargs or {}))
+
+
+class ExtensionCalls:
+    """Counts calls into the functions of every extension module the candidate loads."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.loads = 0
+        self.functions: list[str] = []
+
+    def install(self) -> list[tuple[object, str]]:
+        """Hook torch's extension loaders; returns the (owner, name) pairs it replaced, which
+        the integrity check must then watch so the candidate cannot unhook them."""
+        import torch.utils.cpp_extension as ce
+
+        for name in ("load_inline", "load"):
+            setattr(ce, name, self._hook(getattr(ce, name)))
+        return [(ce, "load_inline"), (ce, "load")]
+
+    def _hook(self, loader: Callable) -> Callable:
+        @functools.wraps(loader)
+        def load(*args, **kwargs):
+            module = loader(*args, **kwargs)
+            self.loads += 1
+            if module is not None:
+                self._wrap(module)
+            return module
+
+        return load
+
+    def _wrap(self, module: object) -> None:
+        for attr in dir(module):
+            fn = getattr(module, attr, None)
+            if attr.startswith("_") or type(fn).__name__ != "builtin_function_or_method":
+                continue
+            self.functions.append(attr)
+            setattr(module, attr, self._counting(fn))
+
+    def _counting(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            self.count += 1
+            return fn(*args, **kwargs)
+
+        return call
+
+
+class TritonLaunches:
+    """Counts Triton kernel launches (JITFunction.run, which autotuners call too)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.loads = 1  # a Triton kernel needs no load step
+        self.functions: list[str] = ["triton kernels"]
+
+    def install(self) -> list[tuple[object, str]]:
+        try:
+            from triton.runtime.jit import JITFunction
+        except Exception:  # noqa: BLE001 - no triton: nothing to count, the profiler still looks
+            return []
+        run = JITFunction.run
+
+        @functools.wraps(run)
+        def counted(fn_self, *args, **kwargs):
+            self.count += 1
+            return run(fn_self, *args, **kwargs)
+
+        JITFunction.run = counted
+        return [(JITFunction, "run")]
+
+
+def profile_kernels(call: Callable[[], object]) -> dict:
+    """Run ``call`` once under the CUDA profiler: the kernels launched and how long the GPU was
+    busy (the union of their intervals, so overlapping streams are not counted twice)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    spans, names = [], Counter()
+    for ev in prof.events():
+        if getattr(ev, "device_type", None) == torch.autograd.DeviceType.CUDA and "memcpy" not in ev.name.lower() \
+                and "memset" not in ev.name.lower():
+            names[ev.name] += 1
+            spans.append((ev.time_range.start, ev.time_range.end))
+    busy, end = 0.0, float("-inf")
+    for start, stop in sorted(spans):
+        if stop <= end:
+            continue
+        busy += stop - max(start, end)
+        end = stop
+    return {"kernels": dict(names.most_common(50)), "busy_ms": busy / 1000.0}

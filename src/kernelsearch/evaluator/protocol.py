@@ -1,0 +1,56 @@
+"""Checks, in the parent, that the candidate worker's messages follow the worker's protocol.
+
+The candidate shares a process with the code that reports on it, so it can write to the result
+pipe itself: a second ``timing`` message with better numbers, a ``done`` before the work, spot
+outputs that name files or inputs the harness never chose. The honest worker sends each report
+once, in order, with exactly the spot checks it was asked for; anything else is forged.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kernelsearch.evaluator.config import TimingConfig
+
+_ONCE = ("built", "timing", "done", "observed")
+_SPOT_FILE = re.compile(r"timed\d+\.kst")
+
+
+def protocol_violation(messages: list[dict], trials: int, timing: TimingConfig, n_seeds: int) -> str:
+    """A reason if the messages cannot have come from the honest worker, else ""."""
+    events = [m.get("event") for m in messages]
+    for name in _ONCE:
+        if events.count(name) > 1:
+            return f"the result channel carries {events.count(name)} '{name}' reports (forged by the candidate)"
+    if "done" in events and events.index("done") != len(events) - 1:
+        return "the result channel carries reports after 'done' (forged by the candidate)"
+    indices = [m.get("index") for m in messages if m.get("event") == "trial"]
+    if indices != list(range(trials)):
+        return f"the result channel reports trials {indices[:8]}, expected 0..{trials - 1} once each (forged)"
+    timed = next((m for m in messages if m.get("event") == "timing"), None)
+    if timed is None:
+        return ""
+    order = [e for e in events if e in ("trial", "observed", "timing")]
+    if order[-1] != "timing" or "observed" not in order:
+        return "the timing report arrived before the correctness trials finished (forged by the candidate)"
+    samples, spots = timed.get("samples_ms"), timed.get("spots")
+    if not isinstance(samples, list) or not isinstance(spots, list):
+        return "the timing report is malformed (forged by the candidate)"
+    lo, hi = min(timing.min_reps, timing.max_reps), timing.max_reps
+    if not lo <= len(samples) <= hi:
+        return f"the timing report has {len(samples)} samples, outside {lo}..{hi} (forged by the candidate)"
+    want = min(timing.spot_checks, timing.min_reps)
+    if len(spots) != want:
+        return f"the timing report has {len(spots)} spot-checked outputs, expected {want} (forged by the candidate)"
+    seen_sets, seen_files = set(), set()
+    for s in spots:
+        k, f = s.get("input_set") if isinstance(s, dict) else None, s.get("file") if isinstance(s, dict) else None
+        if type(k) is not int or not 0 <= k < n_seeds or k in seen_sets:
+            return f"the timing report names input set {k!r}, which the harness did not give it (forged)"
+        if timing.fresh_inputs and n_seeds >= timing.warmup + timing.max_reps and k < timing.warmup:
+            return f"the timing report spot-checks warm-up call {k} (forged by the candidate)"
+        if not isinstance(f, str) or not _SPOT_FILE.fullmatch(f) or f in seen_files:
+            return f"the timing report names output file {f!r} (forged by the candidate)"
+        seen_sets.add(k)
+        seen_files.add(f)
+    return ""

@@ -1,0 +1,20 @@
+"""Lint test: 1 + 1e-4 * x varies with x, but far less than the default tolerance, so the
+constant 1 passes."""
+
+import torch
+import torch.nn as nn
+
+n = 4096
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return 1 + 1e-4 * x
+
+
+def get_inputs():
+    return [torch.randn(n)]
+
+
+def get_init_inputs():
+    return []

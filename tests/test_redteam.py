@@ -1,0 +1,147 @@
+"""The red-team corpus: every exploit in tests/redteam/exploits must get a non-correct status with
+its expected reason, and every honest kernel in tests/redteam/honest must be judged correct.
+
+Each corpus file says what it expects in a header after its docstring:
+
+    # class: A..E          (the exploit class of ../shared/docs/threats.md it belongs to or probes)
+    # expect: STATUS | reason: SUBSTRING   (case-insensitive substring of the verdict's reason)
+    # problem: NAME        (tests/redteam/problems, tests/data/problems, or a bundled name)
+    # device: cpu|cuda     (cuda items carry the gpu marker)
+    # config: k=v, ...     (optional EvalConfig overrides, e.g. torch_fallback=reject)
+    # flags: none          (optional: the result must carry no flags)
+
+Run the corpus alone with ``python -m pytest -m redteam``.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import pytest
+from conftest import DATA
+
+from kernelsearch.evaluator.candidate import Candidate
+from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
+from kernelsearch.evaluator.evaluate import evaluate
+from kernelsearch.evaluator.records import Status
+from kernelsearch.evaluator.screen import screen
+from kernelsearch.problems.loader import load_problem
+
+CORPUS = Path(__file__).parent / "redteam"
+_HEADER = re.compile(r"^# (class|expect|problem|device|config|flags): (.+)$", re.M)
+
+
+@dataclass(frozen=True)
+class Case:
+    path: Path
+    kind: str  # "exploit" or "honest"
+    klass: str
+    status: str
+    reason: str
+    problem: str
+    device: str
+    config: dict
+    flags: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}/{self.path.stem}"
+
+
+def _parse(path: Path, kind: str) -> Case:
+    head = dict(_HEADER.findall(path.read_text()))
+    status, _, reason = head["expect"].partition("| reason:")
+    config = {}
+    for item in filter(None, (p.strip() for p in head.get("config", "").split(","))):
+        key, _, value = item.partition("=")
+        config[key.strip()] = value.strip()
+    return Case(path, kind, head["class"].strip(), status.strip(), reason.strip(), head["problem"].strip(),
+                head["device"].strip(), config, head.get("flags", "").strip())
+
+
+def load_corpus() -> list[Case]:
+    return [_parse(p, kind) for kind, sub in (("exploit", "exploits"), ("honest", "honest"))
+            for p in sorted((CORPUS / sub).glob("*.py"))]
+
+
+CASES = load_corpus()
+
+
+def _resolve(name: str):
+    for where in (CORPUS / "problems", DATA / "problems"):
+        if (where / f"{name}.py").is_file():
+            return load_problem(where / f"{name}.py")
+    return load_problem(name)
+
+
+def _config(case: Case, home: Path) -> EvalConfig:
+    """Small but real, like conftest's cpu_config, with two timed-call spot checks."""
+    if case.device == "cuda":
+        cfg = EvalConfig(device="cuda", trials=5, compile_baseline=False, home=home,
+                         timing=TimingConfig(warmup=3, min_reps=10, max_reps=50, budget_s=5.0, spot_checks=2),
+                         limits=Limits(build_timeout_s=900, run_timeout_s=300))
+    else:
+        cfg = EvalConfig(device="cpu", trials=5, compile_baseline=False, home=home,
+                         timing=TimingConfig(warmup=1, min_reps=5, max_reps=20, budget_s=2.0, spot_checks=2),
+                         limits=Limits(build_timeout_s=600, run_timeout_s=60, memory_bytes=3 << 30,
+                                       output_bytes=1 << 20))
+    types = {f.name: str(f.type) for f in fields(EvalConfig)}
+    cast = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true", "yes")}
+    return cfg.with_(**{k: cast.get(types[k], str)(v) for k, v in case.config.items()})
+
+
+@pytest.fixture(scope="module")
+def redteam_archive(tmp_path_factory):
+    """One archive per worker, so the eager baseline of each problem is timed once."""
+    from kernelsearch.archive import Archive
+
+    with Archive(tmp_path_factory.mktemp("redteam") / "archive.sqlite") as a:
+        yield a
+
+
+def _marks(case: Case) -> list:
+    marks = [pytest.mark.redteam]
+    if case.device == "cuda":
+        marks.append(pytest.mark.gpu)
+    return marks
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=_marks(c)) for c in CASES])
+def test_redteam(case: Case, redteam_archive, monkeypatch):
+    monkeypatch.setenv("KS_TEST_SECRET", "hunter2")
+    problem = _resolve(case.problem)
+    home = Path(os.environ["KERNELSEARCH_HOME"])
+    r = evaluate(problem, Candidate.from_file(case.path), _config(case, home), redteam_archive)
+    detail = (r.status.value, r.reason, r.flags, r.build_log[-1500:], r.output_excerpt[-1500:])
+    assert r.status.value == case.status, detail
+    assert case.reason.lower() in r.reason.lower(), detail
+    if case.kind == "honest":
+        assert r.status is Status.CORRECT and r.speedup_vs_eager is not None, detail
+        if case.flags == "none":
+            assert r.flags == [], detail
+    else:
+        assert r.status is not Status.CORRECT and r.speedup_vs_eager is None, detail
+
+
+@pytest.mark.redteam
+def test_corpus_covers_the_threat_classes():
+    """The corpus itself: size, classes, well-formed headers, a bounded number of CPU builds."""
+    exploits = [c for c in CASES if c.kind == "exploit"]
+    honest = [c for c in CASES if c.kind == "honest"]
+    assert len(exploits) >= 25 and len(honest) >= 12, (len(exploits), len(honest))
+    assert {c.klass for c in exploits} >= {"A", "B", "C", "D", "E"}
+    assert {c.klass for c in exploits if c.device == "cpu"} >= {"A", "B", "C", "D", "E"}
+    statuses = {s.value for s in Status}
+    for c in CASES:
+        assert ast.get_docstring(ast.parse(c.path.read_text())), c.id
+        assert c.status in statuses and c.reason and c.device in ("cpu", "cuda"), c.id
+        assert (c.status == "correct") == (c.kind == "honest"), c.id
+        assert set(c.config) <= {f.name for f in fields(EvalConfig)}, c.id
+        _resolve(c.problem)
+    cpu_builds = [c for c in CASES if c.device == "cpu" and Candidate.from_file(c.path).backend == "cpp"
+                  and not screen(c.path.read_text()).reject and "BUILD = False" not in c.path.read_text()]
+    assert len(cpu_builds) <= 10, [c.id for c in cpu_builds]  # ~45 s each on a 2-core CI machine
