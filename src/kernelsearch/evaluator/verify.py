@@ -106,6 +106,7 @@ def _sanitize(problem: Problem, candidate: Candidate, config: EvalConfig, tool: 
         out = run_worker(
             job, work, timeouts={"build": lim.build_timeout_s, "default": max(lim.run_timeout_s, 900.0)},
             memory_bytes=lim.memory_bytes, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
+            sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + max(lim.run_timeout_s, 900.0),
             # one cudaMalloc per tensor: inside the caching allocator's big blocks an access past a
             # tensor's end is still "valid" memory and the checker could not see it
             env_extra={"TORCH_EXTENSIONS_DIR": str(bdir), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},

@@ -88,7 +88,8 @@ def lint(problems: Sequence[Problem], device: str = "cpu", *, timeout_s: float =
             # a deadline per problem (the worker announces phase "lint:<index>" for each)
             timeouts = {"default": timeout_s, **{f"lint:{i}": timeout_s for i in pending}}
             out = run_worker(job, Path(work), timeouts=timeouts, memory_bytes=lim.memory_bytes,
-                             output_bytes=lim.output_bytes, file_bytes=lim.file_bytes)
+                             output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
+                             sandbox=lim.sandbox, max_tasks=lim.max_tasks)
         done: set[int] = set()
         started: list[int] = []
         for m in out.messages:  # the reference shares the worker: take nothing on trust
