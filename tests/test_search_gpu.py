@@ -52,3 +52,41 @@ def test_branch_two_rounds_on_cuda(tmp_path):
         (0, "evaluated", 2, 2), (1, "evaluated", 1, 1)]
     assert t["rounds"][0]["correct"] >= 1, t
     assert t["best"]["candidate_id"] and t["best"]["backend"] == "cuda" and t["best"]["speedup_vs_eager"] > 0
+
+    # profiler feedback reaches the prompts: round 1's ideas and implement requests carry the
+    # best kernel's timings, roofline and kernel profile (issue 5)
+    with RunStore(tmp_path / "run") as store:
+        best = store.result(run_id, t["best"]["candidate_id"])
+        calls = [c for c in store.calls(run_id) if c["round"] == 1 and c["purpose"] in ("ideas", "implement")]
+    assert best.roofline and best.roofline["bound"] == "memory" and best.roofline["pct_of_floor"] > 0, best.roofline
+    assert best.profile and best.profile["kernels"] and "busy" in best.profile["summary"], best.profile
+    top = best.profile["kernels"][0]["name"]
+    assert calls, "round 1 asked nothing"
+    for c in calls:
+        assert "Roofline: memory-bound" in c["request"] and "launch(es)" in c["request"], c["request"][-3000:]
+        assert top[:40] in c["request"]
+
+
+def test_ncu_metrics_in_profile(tmp_path):
+    """Where Nsight Compute is installed, --ncu adds its metrics to a correct CUDA kernel's profile
+    (or says exactly why it could not, e.g. no access to the performance counters)."""
+    from kernelsearch.evaluator.candidate import Candidate
+    from kernelsearch.evaluator.evaluate import evaluate
+    from kernelsearch.evaluator.profiling import ncu_path
+
+    if ncu_path() is None:
+        pytest.skip("ncu is not installed")
+    config = EvalConfig(device="cuda", compile_baseline=False, ncu=True,
+                        timing=TimingConfig(warmup=2, min_reps=5, max_reps=20, budget_s=3.0),
+                        limits=Limits(build_timeout_s=900, run_timeout_s=120))
+    r = evaluate(load_problem("02_softmax"), Candidate.from_source(SEED, name="softmax"), config)
+    assert r.status.value == "correct", r.reason
+    ncu = r.profile["ncu"]
+    print("ncu:", ncu)
+    print(r.profile["summary"])
+    if ncu.get("error"):
+        assert "no metrics" in ncu["error"] or "skipped" in ncu["error"]
+        assert "Nsight Compute:" in r.profile["summary"]
+    else:
+        assert 0 < ncu["memory_throughput_pct"] <= 100 and ncu["achieved_occupancy_pct"] > 0, ncu
+        assert "Nsight Compute on" in r.profile["summary"] and "memory throughput" in r.profile["summary"]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.prebuild import prebuild
 from kernelsearch.evaluator.records import EvalResult
+from kernelsearch.executors import Finished, Job, make_executor
 from kernelsearch.metrics.fastp import FAST_P_THRESHOLDS, correctness_rate, fast_p_table, geomean
 from kernelsearch.problems.loader import Problem, ProblemError
 
@@ -86,29 +86,30 @@ class BenchSummary:
 
 
 def run_bench(pairs: list[tuple[Problem, Path | None]], config: EvalConfig, archive: Archive | None,
-              progress: bool = True, jobs: int | None = None) -> BenchSummary:
-    """Build all candidates in parallel (``jobs`` processes), then evaluate them one at a time."""
+              progress: bool = True, jobs: int | None = None, executor: str = "local",
+              executor_options: dict[str, Any] | None = None) -> BenchSummary:
+    """Evaluate every matched candidate through an executor (default ``local``: builds in
+    parallel on ``jobs`` cores while the evaluation lanes take built candidates one at a time)."""
     summary = BenchSummary(device=config.device)
-    todo = [(p, c) for p, c in pairs if c is not None]
-    if jobs != 1:
+    todo = [Job(p, Candidate.from_file(c), config, tag=p.name) for p, c in pairs if c is not None]
+    opts = dict(executor_options or {})
+    if executor == "local":
+        opts.setdefault("build_jobs", jobs)
+    with make_executor(executor, archive, **opts) as ex:
         if progress:
-            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-            Console(stderr=True).print(f"building {len(todo)} candidates in parallel ...")
-        prebuild([Candidate.from_file(c) for _, c in todo], config, jobs)
-    results: dict[str, EvalResult] = {}
-    if progress:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+            with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                          TimeElapsedColumn(), transient=False) as bar:
+                task = bar.add_task(f"building and evaluating ({ex.name} executor)", total=len(todo))
 
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      TimeElapsedColumn(), transient=False) as bar:
-            task = bar.add_task("evaluating", total=len(todo))
-            for p, c in todo:
-                bar.update(task, description=f"evaluating {p.name}")
-                results[p.name] = evaluate(p, Candidate.from_file(c), config, archive)
-                bar.advance(task)
-    else:
-        for p, c in todo:
-            results[p.name] = evaluate(p, Candidate.from_file(c), config, archive)
+                def advance(fin: Finished) -> None:
+                    bar.update(task, description=f"{fin.job.problem.name}: {fin.result.status.value}")
+                    bar.advance(task)
+
+                out = ex.evaluate_many(todo, on_result=advance)
+        else:
+            out = ex.evaluate_many(todo)
+    results = {j.tag: r for j, r in zip(todo, out, strict=True)}
     summary.results = [(p, results.get(p.name)) for p, _ in pairs]
     return summary

@@ -3,12 +3,17 @@
 WAL mode and one short transaction per write, so a process killed at any moment leaves the
 file consistent and readers never block the writer. Later features add tables through
 ``MIGRATIONS``; a file written by an older version is upgraded on open.
+
+An ``Archive`` may be shared by threads (the local executor's evaluation lanes write their
+results as they finish): each thread gets its own connection to the file, and SQLite's
+locking orders the writers.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -104,6 +109,16 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX verifications_by_candidate ON verifications(candidate_id)
     """,
+    # 4: dedup across runs (executors): the latest evaluation of a normalised source
+    # (evaluator/normalise.py) per problem, device and evaluation settings
+    """
+    CREATE TABLE dedup (
+        norm_hash TEXT NOT NULL, problem_id TEXT NOT NULL, device TEXT NOT NULL, config_key TEXT NOT NULL,
+        candidate_id TEXT NOT NULL, evaluation_id INTEGER NOT NULL REFERENCES evaluations(id),
+        created_at REAL NOT NULL,
+        PRIMARY KEY (norm_hash, problem_id, device, config_key)
+    )
+    """,
 ]
 
 
@@ -111,15 +126,43 @@ class Archive:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        self.conn.row_factory = sqlite3.Row
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.execute("PRAGMA foreign_keys=ON")
+        self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        self._closed = False
         self._migrate()
 
+    def _connect(self) -> sqlite3.Connection:
+        # check_same_thread off only so close() may close every thread's connection; each
+        # connection is used by the thread that opened it
+        conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        with self._conns_lock:
+            self._conns.append(conn)
+        return conn
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection (opened on first use)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise sqlite3.ProgrammingError("the archive is closed")
+            conn = self._local.conn = self._connect()
+        return conn
+
     def close(self) -> None:
-        self.conn.close()
+        self._closed = True
+        with self._conns_lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
 
     def __enter__(self) -> Archive:
         return self
@@ -198,6 +241,34 @@ class Archive:
             )
             return int(cur.lastrowid)
 
+    def put_dedup(self, norm_hash: str, problem_id: str, device: str, config_key: str, candidate_id: str,
+                  evaluation_id: int) -> None:
+        """Remember which evaluation a normalised source got under these settings."""
+        with self.tx() as c:
+            c.execute(
+                """INSERT OR REPLACE INTO dedup(norm_hash, problem_id, device, config_key, candidate_id,
+                   evaluation_id, created_at) VALUES (?,?,?,?,?,?,?)""",
+                (norm_hash, problem_id, device, config_key, candidate_id, evaluation_id, time.time()),
+            )
+
+    def find_dedup(self, norm_hash: str, problem_id: str, device: str, config_key: str) -> EvalResult | None:
+        """An earlier result for the same normalised source and settings, or None."""
+        row = self.conn.execute(
+            """SELECT e.record FROM dedup d JOIN evaluations e ON e.id = d.evaluation_id
+               WHERE d.norm_hash=? AND d.problem_id=? AND d.device=? AND d.config_key=?""",
+            (norm_hash, problem_id, device, config_key)).fetchone()
+        return EvalResult.from_dict(json.loads(row["record"])) if row else None
+
+    def latest_evaluation_id(self, candidate_id: str, device: str) -> int | None:
+        row = self.conn.execute("SELECT MAX(id) FROM evaluations WHERE candidate_id=? AND device=?",
+                                (candidate_id, device)).fetchone()
+        return row[0] if row and row[0] is not None else None
+
+    def baselines(self, problem_id: str) -> dict[str, tuple[TimingStats | None, TimingStats | None, str]]:
+        """Every cached baseline of a problem by key (shipped to remote workers, which have no archive)."""
+        keys = [r["key"] for r in self.conn.execute("SELECT key FROM baselines WHERE problem_id=?", (problem_id,))]
+        return {k: b for k in keys if (b := self.get_baseline(k)) is not None}
+
     def verification(self, candidate_id: str) -> tuple[bool, str] | None:
         """The latest re-verification of a candidate, if any: (ok, reason)."""
         row = self.conn.execute("SELECT ok, reason FROM verifications WHERE candidate_id=? ORDER BY id DESC LIMIT 1",
@@ -219,7 +290,7 @@ class Archive:
         return [EvalResult.from_dict(json.loads(r["record"])) for r in self.conn.execute(q + " ORDER BY id", args)]
 
     def count(self, table: str) -> int:
-        if table not in ("problems", "candidates", "evaluations", "baselines", "verifications"):
+        if table not in ("problems", "candidates", "evaluations", "baselines", "verifications", "dedup"):
             raise ValueError(table)
         return int(self.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 

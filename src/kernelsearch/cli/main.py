@@ -41,6 +41,13 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-reps", type=int, default=100, help="most timed repetitions per measurement")
     p.add_argument("--cpu-threads", type=int, default=1,
                    help="CPU runs: threads for candidate and baselines alike (default 1, for stable timings)")
+    add_profile_options(p)
+
+
+def add_profile_options(p) -> None:
+    p.add_argument("--no-profile", action="store_true", help="skip the profiled forward of correct candidates")
+    p.add_argument("--ncu", action="store_true",
+                   help="CUDA: also profile correct candidates under Nsight Compute (ncu on PATH; slower)")
 
 
 def _config(args: argparse.Namespace) -> EvalConfig:
@@ -56,7 +63,7 @@ def _config(args: argparse.Namespace) -> EvalConfig:
     return EvalConfig(
         device=device, atol=args.atol, rtol=args.rtol, trials=args.trials, seed=args.seed,
         compile_baseline=not args.no_compile, torch_fallback=args.torch_fallback, timing=timing, limits=limits,
-        cpu_threads=args.cpu_threads,
+        cpu_threads=args.cpu_threads, profile=not args.no_profile, ncu=args.ncu,
     )
 
 
@@ -100,8 +107,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         pairs = [(p, c) for p, c in pairs if c is not None]
     if not any(c is not None for _, c in pairs):
         raise UsageError(f"{args.solutions}: no candidate file matches any problem (files are matched by problem file name)")
+    from kernelsearch.cli.executor_opts import executor_options
+
+    try:
+        ex_opts = executor_options(args)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
     with _archive(args) as archive:
-        summary = run_bench(pairs, config, archive, progress=not args.json, jobs=args.jobs)
+        summary = run_bench(pairs, config, archive, progress=not args.json, jobs=args.jobs,
+                            executor=args.executor, executor_options=ex_opts)
     if args.json:
         print(json.dumps(summary.to_dict(), default=str))
     else:
@@ -166,7 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("problems", help="suite, suite:level1..3, a directory of problem files, or one file")
     p.add_argument("solutions", help="directory of candidates named like the problems, or seedbank[:BACKEND]")
     p.add_argument("--matched-only", action="store_true", help="leave problems with no candidate out of the table")
-    p.add_argument("-j", "--jobs", type=int, default=None, help="parallel builds before evaluation (default: all cores)")
+    p.add_argument("-j", "--jobs", "--build-jobs", dest="jobs", type=int, default=None,
+                   help="parallel builds (default: the cores no evaluation lane reserves)")
+    from kernelsearch.cli.executor_opts import add_executor_options
+
+    add_executor_options(p)
     _add_eval_options(p)
     p.set_defaults(func=cmd_bench)
 
@@ -188,6 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
     from kernelsearch.cli.verify_cmd import add_verify_command
 
     add_verify_command(sub)
+    from kernelsearch.cli.export_cmd import add_export_command
+
+    add_export_command(sub)
+    from kernelsearch.cli.report_cmd import add_report_command  # HTML report
+
+    add_report_command(sub)
     return parser
 
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kernelsearch.cli.main import UsageError, default_device, warn_flagged
+from kernelsearch.cli.main import UsageError, add_profile_options, default_device, warn_flagged
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.search.config import (
     DEVICE_BACKEND,
@@ -118,7 +118,12 @@ def add_search_commands(sub: Any) -> None:
     g.add_argument("--max-reps", type=int, default=100)
     g.add_argument("--timing-budget", type=float, default=10.0, help="seconds for each timed loop")
     g.add_argument("--input-sets", type=int, default=3)
-    g.add_argument("-j", "--jobs", type=int, default=None, help="parallel builds before a round is evaluated")
+    add_profile_options(g)
+    g.add_argument("-j", "--jobs", "--build-jobs", dest="jobs", type=int, default=None,
+                   help="parallel builds (default: the cores no evaluation lane reserves)")
+    from kernelsearch.cli.executor_opts import add_executor_options
+
+    add_executor_options(g)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("show", help="a run's round-by-round trajectory, best kernel and LLM totals")
@@ -141,7 +146,8 @@ def _eval_config(args: argparse.Namespace, device: str) -> EvalConfig:
                           spot_checks=min(2, max(1, args.input_sets)))
     return EvalConfig(device=device, atol=args.atol, rtol=args.rtol, trials=args.trials, seed=args.eval_seed,
                       compile_baseline=not args.no_compile, torch_fallback=args.torch_fallback, timing=timing,
-                      limits=Limits(build_timeout_s=args.build_timeout, run_timeout_s=args.run_timeout))
+                      limits=Limits(build_timeout_s=args.build_timeout, run_timeout_s=args.run_timeout),
+                      profile=not args.no_profile, ncu=args.ncu)
 
 
 def _budgets(args: argparse.Namespace, base: Budgets | None = None) -> Budgets:
@@ -245,7 +251,13 @@ def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
             raise UsageError(f"{run_dir}: this run evaluates on cuda and no CUDA device is visible here; "
                              "use --phase propose here and --phase evaluate on a GPU machine")
         view = View() if args.quiet or args.json else RichView()
-        driver = Driver(store, run.id, view=view)
+        from kernelsearch.cli.executor_opts import executor_options
+
+        try:
+            ex_opts = executor_options(args)
+        except ValueError as e:
+            raise UsageError(str(e)) from e
+        driver = Driver(store, run.id, view=view, executor=args.executor, executor_options=ex_opts)
         try:
             stop = driver.run(args.phase)
         except RunBusy as e:

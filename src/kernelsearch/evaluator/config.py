@@ -57,6 +57,14 @@ class EvalConfig:
     # False skips the static screen's rejections (fault-injection tests use it to reach the
     # sandbox with code the screen would stop); the dynamic guards and the judge still apply
     static_screen: bool = True
+    # feedback for correct candidates: a profiled forward (torch.profiler) and, with ncu, one
+    # more run under Nsight Compute (evaluator/profiling.py); the roofline entry is always made
+    profile: bool = True
+    ncu: bool = False
+    # the GPU (index among those visible here) an executor lane pins both workers to, through
+    # CUDA_VISIBLE_DEVICES; None: whatever is visible. Not part of any cache key: the same
+    # model of GPU gives the same baselines.
+    gpu: int | None = None
     timing: TimingConfig = field(default_factory=TimingConfig)
     limits: Limits = field(default_factory=Limits)
     home: Path = field(default_factory=default_home)
@@ -77,10 +85,19 @@ class EvalConfig:
     def worker_env(self) -> dict[str, str]:
         """Environment both workers get so they run under the same conditions."""
         if self.device != "cpu":
-            return {}
+            return {} if self.gpu is None else {"CUDA_VISIBLE_DEVICES": visible_gpu(self.gpu)}
         n = str(self.cpu_threads)
         return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n}
 
     @property
     def builds_dir(self) -> Path:
         return self.home / "builds"
+
+
+def visible_gpu(index: int) -> str:
+    """The CUDA_VISIBLE_DEVICES entry for the index-th GPU this process sees (its own
+    CUDA_VISIBLE_DEVICES, if set, renumbers them)."""
+    seen = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if "CUDA_VISIBLE_DEVICES" in os.environ and index < len(seen):
+        return seen[index]
+    return str(index)

@@ -20,7 +20,9 @@ from pathlib import Path
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.builds import build_dir, clear_locks
 from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
+from kernelsearch.evaluator.ceilings import ceilings, roofline
 from kernelsearch.evaluator.config import EvalConfig
+from kernelsearch.evaluator.profiling import from_report, ncu_profile, summarise
 from kernelsearch.evaluator.protocol import protocol_violation
 from kernelsearch.evaluator.records import EvalResult, Status, TimingStats, TrialCheck
 from kernelsearch.evaluator.roofline import impossible
@@ -78,7 +80,7 @@ def _evaluate(problem: Problem, candidate: Candidate, config: EvalConfig, archiv
     rtol = config.rtol if config.rtol is not None else problem.rtol
     res = EvalResult(
         problem=problem.name, problem_id=problem.id, candidate_id=candidate.id, backend=candidate.backend,
-        device=config.device, status=Status.CORRECT, reason="", atol=atol, rtol=rtol,
+        device=config.device, status=Status.CORRECT, reason="", atol=atol, rtol=rtol, gpu=config.gpu,
     )
 
     # 1. static screen
@@ -131,7 +133,7 @@ def _run(problem, candidate, config, archive, res, work, init_seed, trial_seeds,
     # 3. the candidate's own process: build, run, time
     cand = run_worker(
         {**common, "role": "candidate", "candidate_path": str(cand_path), "trial_seeds": trial_seeds,
-         "backend": candidate.backend, "kernel_names": kernels},
+         "backend": candidate.backend, "kernel_names": kernels, "profile": config.profile},
         cand_dir,
         timeouts={"build": lim.build_timeout_s, "default": lim.run_timeout_s},
         memory_bytes=lim.memory_bytes, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
@@ -227,7 +229,28 @@ def _run(problem, candidate, config, archive, res, work, init_seed, trial_seeds,
     escaped = _profile_mismatch(cand, res.candidate_timing)
     if escaped:
         return _verdict(res, Status.REJECTED, escaped)
+    _performance(res, problem, candidate, config, cand, kernels)
     return _verdict(res, Status.CORRECT, _correct_reason(res))
+
+
+def _performance(res: EvalResult, problem: Problem, candidate: Candidate, config: EvalConfig,
+                 cand: WorkerOutcome, kernels: list[str]) -> None:
+    """Where a correct kernel stands (roofline) and where its time goes (profile): feedback for
+    reports and prompts, never part of the verdict, so a failure here only loses the figures."""
+    try:
+        ceil = ceilings(config, res.device_name or host_device_name(config.device))
+        if ceil is not None:
+            res.roofline = roofline(problem, config.device, ceil, res.candidate_ms, res.eager_ms)
+        else:
+            res.errors.append("roofline: the device's ceilings could not be measured")
+    except Exception as e:  # noqa: BLE001
+        res.errors.append(f"roofline: {type(e).__name__}: {e}"[:300])
+    if not config.profile:
+        return
+    res.profile = from_report(cand.first("profile"), config.device, res.candidate_ms)
+    if res.profile is not None and config.ncu and config.device == "cuda":
+        res.profile["ncu"] = ncu_profile(problem, candidate, config, kernels)
+        res.profile["summary"] = summarise(res.profile, config.device, res.candidate_ms)
 
 
 def _observed_torch_compute(cand: WorkerOutcome, res: EvalResult) -> str:

@@ -15,6 +15,7 @@ candidate defines was launched and how long the GPU was busy.
 from __future__ import annotations
 
 import functools
+import time
 from collections import Counter
 from collections.abc import Callable
 
@@ -141,11 +142,12 @@ def profile_kernels(call: Callable[[], object]) -> dict:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         call()
         torch.cuda.synchronize()
-    spans, names = [], Counter()
+    spans, names, times = [], Counter(), Counter()
     for ev in prof.events():
         if getattr(ev, "device_type", None) == torch.autograd.DeviceType.CUDA and "memcpy" not in ev.name.lower() \
                 and "memset" not in ev.name.lower():
             names[ev.name] += 1
+            times[ev.name] += (ev.time_range.end - ev.time_range.start) / 1000.0
             spans.append((ev.time_range.start, ev.time_range.end))
     busy, end = 0.0, float("-inf")
     for start, stop in sorted(spans):
@@ -153,4 +155,24 @@ def profile_kernels(call: Callable[[], object]) -> dict:
             continue
         busy += stop - max(start, end)
         end = stop
-    return {"kernels": dict(names.most_common(50)), "busy_ms": busy / 1000.0}
+    top = [name for name, _ in times.most_common(50)]
+    return {"kernels": {k: names[k] for k in top}, "times_ms": {k: times[k] for k in top}, "busy_ms": busy / 1000.0}
+
+
+def profile_cpu(call: Callable[[], object]) -> dict:
+    """CPU: one forward under torch.profiler. A C++ extension's own functions are invisible to
+    it, so what it shows is the PyTorch work inside the forward and, by difference from the
+    wall time, how much ran in the candidate's own code."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        call()
+        wall_ms = (time.perf_counter() - t0) * 1e3
+    names, times = Counter(), Counter()
+    for ev in prof.key_averages():
+        if ev.key.startswith("aten::") and ev.self_cpu_time_total > 0:
+            names[ev.key] += ev.count
+            times[ev.key] += ev.self_cpu_time_total / 1000.0
+    top = [name for name, _ in times.most_common(20)]
+    return {"ops": {k: names[k] for k in top}, "times_ms": {k: times[k] for k in top}, "wall_ms": wall_ms}

@@ -1,28 +1,64 @@
-"""Compile many candidates at once before evaluating them one by one.
+"""Build candidates ahead of their evaluation, in sandboxed build workers.
 
-Builds are CPU work (40-50 s each for a CUDA extension) and timing needs the device to itself,
-so a bench compiles everything in parallel worker processes first; each later evaluation then
-finds its extension in the build cache. A build that fails here fails again, with its full
-message, inside the evaluation itself, so nothing is decided here.
+Builds are CPU work (40-50 s for a CUDA extension) and timing needs the device to itself, so
+builds run in parallel worker processes (the executors' build pool, or ``prebuild`` for a
+list); each later evaluation finds its extension in the build cache (one directory per
+candidate content hash, kept across runs). A build that succeeds leaves a marker, written by
+this (trusted) process, so a later run need not start a worker to find out. A failed build is
+reported back with the worker's outcome; ``executors/common.py`` turns the failures that
+would fail the same way inside the evaluation (compiler errors, build-phase kills) into the
+evaluation's result, so no evaluation lane waits for a build that cannot succeed.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsearch.evaluator.builds import build_dir, clear_locks
 from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.sandbox import run_worker
+from kernelsearch.evaluator.sandbox import WorkerOutcome, run_worker
 from kernelsearch.evaluator.screen import screen
 
+BUILT_MARKER = ".ks-built"
 
-def _build_one(candidate: Candidate, config: EvalConfig) -> bool:
+
+@dataclass
+class BuildOutcome:
+    candidate_id: str
+    ok: bool
+    cached: bool = False  # a marker from an earlier build: no worker started
+    seconds: float = 0.0
+    worker: WorkerOutcome | None = None
+
+
+def needs_build(candidate: Candidate, config: EvalConfig) -> bool:
+    """True when the evaluation would reach the build step of a compiled extension."""
+    if candidate.backend not in ("cpp", "cuda") or candidate.backend not in DEVICE_BACKENDS.get(config.device, ()):
+        return False
+    sc = screen(candidate.source)
+    if sc.syntax_error:
+        return False
+    if config.static_screen and (sc.reject or (config.torch_fallback == "reject" and (
+            "torch_fallback" in sc.flags or "exception_fallback" in sc.flags))):
+        return False
+    return True
+
+
+def is_built(candidate: Candidate, config: EvalConfig) -> bool:
+    return (config.builds_dir / candidate.id / BUILT_MARKER).is_file()
+
+
+def build_one(candidate: Candidate, config: EvalConfig, max_jobs: int = 1) -> BuildOutcome:
+    """Build one candidate in a sandboxed build worker (``max_jobs``: ninja's parallelism)."""
     lim = config.limits
     bdir = build_dir(config, candidate)
+    t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ks-build-") as tmp:
         work = Path(tmp)
         path = work / f"{candidate.name or 'candidate'}.py"
@@ -32,21 +68,27 @@ def _build_one(candidate: Candidate, config: EvalConfig) -> bool:
             work,
             timeouts={"default": lim.build_timeout_s},
             memory_bytes=lim.memory_bytes, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
-            sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s,
-            env_extra={"TORCH_EXTENSIONS_DIR": str(bdir), "MAX_JOBS": "1"},
+            # the build phase's own deadline fires first, as in the evaluation's worker, so a
+            # build that is too slow fails here with the reason the evaluation would give
+            sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + 60,
+            env_extra={"TORCH_EXTENSIONS_DIR": str(bdir), "MAX_JOBS": str(max(1, max_jobs))},
         )
     if out.killed:
         clear_locks(bdir)
-    return out.first("done") is not None
+    ok = out.first("done") is not None
+    if ok:
+        try:
+            (bdir / BUILT_MARKER).write_text(f"{candidate.id} {time.time():.0f}\n")
+        except OSError:
+            pass
+    return BuildOutcome(candidate.id, ok, seconds=time.monotonic() - t0, worker=out)
 
 
 def prebuild(candidates: list[Candidate], config: EvalConfig, jobs: int | None = None) -> int:
     """Build every candidate that would reach the build step; return how many built."""
-    todo = {c.id: c for c in candidates
-            if c.backend in ("cpp", "cuda") and c.backend in DEVICE_BACKENDS.get(config.device, ())
-            and not screen(c.source).reject}
+    todo = {c.id: c for c in candidates if needs_build(c, config) and not is_built(c, config)}
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
-    if len(todo) < 2 or jobs < 2:
+    if len(todo) < 2 or jobs < 2:  # one at a time: the evaluations build them just as fast
         return 0
     with ThreadPoolExecutor(jobs) as pool:
-        return sum(pool.map(lambda c: _build_one(c, config), todo.values()))
+        return sum(o.ok for o in pool.map(lambda c: build_one(c, config), todo.values()))

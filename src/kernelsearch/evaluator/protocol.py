@@ -12,7 +12,7 @@ import re
 
 from kernelsearch.evaluator.config import TimingConfig
 
-_ONCE = ("built", "timing", "done", "observed")
+_ONCE = ("built", "timing", "done", "observed", "profile")
 _SPOT_FILE = re.compile(r"timed\d+\.kst")
 
 

@@ -116,6 +116,17 @@ class EvalResult:
     rtol: float | None = None
     seed: int | None = None
     isolation: str = ""  # how the candidate's worker was sandboxed (WorkerOutcome.isolation)
+    # where the kernel sits against the device's measured ceilings (evaluator/ceilings.py):
+    # floor_ms, pct_of_floor, bound ("memory"|"compute"), memory_ms, compute_ms, bandwidth_gbs,
+    # tflops, dtype, ceilings (where the ceilings came from)
+    roofline: dict[str, Any] | None = None
+    # a short profile of a correct candidate (evaluator/profiling.py): kernels [{name, calls,
+    # total_ms}], busy_ms, ncu {metric: value}, summary (the lines the prompts show)
+    profile: dict[str, Any] | None = None
+    gpu: int | None = None  # the GPU an executor lane ran it on (EvalConfig.gpu); None: not pinned
+    # set when this result was not measured for this candidate but copied from an evaluation of
+    # the same normalised source (evaluator/normalise.py): that candidate's id
+    duplicate_of: str = ""
 
     @property
     def candidate_ms(self) -> float | None:
@@ -163,6 +174,10 @@ class EvalResult:
             "eval_s": self.eval_s,
             "seed": self.seed,
             "isolation": self.isolation,
+            "roofline": self.roofline,
+            "profile": self.profile,
+            "gpu": self.gpu,
+            "duplicate_of": self.duplicate_of,
             "timing": {
                 "candidate": self.candidate_timing.to_dict() if self.candidate_timing else None,
                 "eager": self.eager_timing.to_dict() if self.eager_timing else None,
@@ -205,6 +220,10 @@ class EvalResult:
             rtol=d.get("rtol"),
             seed=d.get("seed"),
             isolation=d.get("isolation", ""),
+            roofline=d.get("roofline"),
+            profile=d.get("profile"),
+            gpu=d.get("gpu"),
+            duplicate_of=d.get("duplicate_of", "") or "",
         )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from kernelsearch.problems.describe import describe
+from kernelsearch.problems.describe import describe_cached
 from kernelsearch.problems.loader import Problem
 
 # (bytes/s, FLOP/s) ceilings. CUDA: by device name, first match wins; the default covers
@@ -40,15 +40,9 @@ def peaks(device: str, device_name: str = "") -> tuple[float, float]:
     return CPU_PER_CORE[0] * cores, CPU_PER_CORE[1] * cores
 
 
-_SIZES: dict[tuple[str, str, str], tuple[int, int] | None] = {}
-
-
 def _sizes(problem: Problem, device: str) -> tuple[int, int] | None:
-    key = (problem.id, str(problem.path), device)
-    if key not in _SIZES:
-        desc = describe(problem, device)
-        _SIZES[key] = None if desc.error or desc.min_bytes is None else (desc.min_bytes, desc.flops or 0)
-    return _SIZES[key]
+    desc = describe_cached(problem, device)
+    return None if desc.error or desc.min_bytes is None else (desc.min_bytes, desc.flops or 0)
 
 
 def floor(problem: Problem, device: str, device_name: str = "") -> Floor | None:

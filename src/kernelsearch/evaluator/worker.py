@@ -224,6 +224,8 @@ def run_candidate(job: dict, ch: Channel) -> None:
         ch.send("observed", torch_compute=dict(observer.seen))
         if device == "cuda" and job.get("kernel_names") is not None:
             _profile_check(model, make_inputs(problem, job["trial_seeds"][0], device, dist), job["kernel_names"], ch)
+        elif device == "cpu" and job.get("profile"):
+            _profile_cpu(model, make_inputs(problem, job["trial_seeds"][0], device, dist), ch)
         if job.get("skip_timing"):  # sanitizer runs: correctness only
             ch.send("done")
             return
@@ -280,6 +282,19 @@ def _profile_check(model, inputs: list, kernel_names: list[str], ch: Channel) ->
                                              for n in kernel_names for k in launched):
         raise GuardViolation(f"none of the kernels it defines ({', '.join(kernel_names[:4])}) ran on the forward "
                              f"path; the GPU ran {', '.join(launched[:3])}")
+
+
+def _profile_cpu(model, inputs: list, ch: Channel) -> None:
+    """Feedback only (never a verdict): the PyTorch work inside one forward on the CPU."""
+    import torch
+
+    from kernelsearch.evaluator.launches import profile_cpu
+
+    try:
+        with torch.no_grad():
+            ch.send("profile", **profile_cpu(lambda: model(*inputs)))
+    except Exception as e:  # noqa: BLE001 - a profiler that fails only loses feedback
+        ch.send("profile", error=f"{type(e).__name__}: {e}"[:500])
 
 
 def load_module_plain(path: Path, name: str):
@@ -385,6 +400,8 @@ def main(argv: list[str]) -> int:
                 ch.send("done")
         elif job["role"] == "judge":
             run_judge(job, ch)
+        elif job["role"] == "ceilings":  # the device's roofline ceilings: evaluator/ceilings.py
+            __import__("kernelsearch.evaluator.ceilings", fromlist=["run_measure"]).run_measure(job, ch)
         elif job["role"] == "lint":  # the problem linter: kernelsearch.problems.lint_worker
             __import__("kernelsearch.problems.lint_worker", fromlist=["run_lint"]).run_lint(job, ch)
         else:

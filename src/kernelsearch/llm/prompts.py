@@ -6,7 +6,7 @@ the KERNELSEARCH_PROMPTS env var) replaces any template by file name. Templates:
 system, ideas, implement, refine, crossover, and backend_<name> (notes per backend).
 
 Placeholders: problem_name, problem_source, backend, backend_notes, hardware,
-current_kernel, feedback, ideas_ledger, num_ideas, idea, idea_family, parent_a, parent_b,
+current_kernel, current_performance (timings, roofline and profile of current_kernel), feedback, ideas_ledger, num_ideas, idea, idea_family, parent_a, parent_b,
 parent_a_summary, parent_b_summary. Code values (problem_source, current_kernel, parent_a,
 parent_b) arrive already fenced; HardwareContext, Feedback and ledger entries are formatted
 here. Optional ones have a sensible stand-in; a placeholder with no value is an error.
@@ -31,6 +31,7 @@ STAND_INS = {
     "hardware": "(not given)",
     "current_kernel": "(none yet: start from the reference implementation)",
     "feedback": "(no feedback)",
+    "current_performance": "(not measured yet)",
     "ideas_ledger": "(none yet)",
     "num_ideas": "5",
     "idea_family": "other",
@@ -142,6 +143,7 @@ class Feedback:
     candidate_ms: float | None = None
     eager_ms: float | None = None
     compile_ms: float | None = None
+    roofline: str = ""
     profile_summary: str = ""
 
     @classmethod
@@ -165,15 +167,25 @@ class Feedback:
             candidate_ms=getattr(result, "candidate_ms", None),
             eager_ms=getattr(result, "eager_ms", None),
             compile_ms=getattr(result, "compile_ms", None),
+            roofline=_roofline_text(getattr(result, "roofline", None)),
+            profile_summary=str((getattr(result, "profile", None) or {}).get("summary") or ""),
         )
 
+    def performance(self) -> str:
+        """Timings, speedups, roofline and profile only: how a correct kernel performs."""
+        return "\n".join(self._lines(errors=False)) or STAND_INS["current_performance"]
+
     def describe(self) -> str:
+        lines = self._lines(errors=True)
+        return "\n".join(lines) if lines else "(no feedback)"
+
+    def _lines(self, errors: bool) -> list[str]:
         lines = []
-        if self.status:
+        if errors and self.status:
             lines.append(f"Status: {self.status}" + (f" ({self.reason})" if self.reason else ""))
-        if self.failed_check:
+        if errors and self.failed_check:
             lines.append(f"Failed correctness check: {self.failed_check}")
-        if self.max_abs_error is not None or self.norm_error is not None:
+        if errors and (self.max_abs_error is not None or self.norm_error is not None):
             err = []
             if self.max_abs_error is not None:
                 err.append(f"max abs error {self.max_abs_error:.3g}")
@@ -204,14 +216,24 @@ class Feedback:
             ]
             if speed:
                 lines.append("Speedup: " + ", ".join(speed))
+        if self.roofline:
+            lines.append(f"Roofline: {self.roofline}")
         for title, body in (
-            ("Compiler output", self.compile_log),
-            ("Errors", self.errors),
+            ("Compiler output", self.compile_log if errors else ""),
+            ("Errors", self.errors if errors else ""),
             ("Profile", self.profile_summary),
         ):
             if body.strip():
                 lines.append(f"{title}:\n{fence(clip(body.strip()), 'text')}")
-        return "\n".join(lines) if lines else "(no feedback)"
+        return lines
+
+
+def _roofline_text(entry: Any) -> str:
+    if not entry:
+        return ""
+    from kernelsearch.evaluator.ceilings import describe_roofline  # the evaluator's own wording
+
+    return describe_roofline(entry)
 
 
 @dataclass

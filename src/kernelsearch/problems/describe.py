@@ -77,6 +77,17 @@ def describe(problem: Problem, device: str = "cuda") -> ProblemDescription:
     return desc
 
 
+_CACHE: dict[tuple[str, str, str], ProblemDescription] = {}
+
+
+def describe_cached(problem: Problem, device: str) -> ProblemDescription:
+    """describe(), once per problem file and device in this process (verdicts ask often)."""
+    key = (problem.id, str(problem.path), device)
+    if key not in _CACHE:
+        _CACHE[key] = describe(problem, device)
+    return _CACHE[key]
+
+
 def format_shape(infos: list) -> str:
     parts = []
     for i in infos:

@@ -7,6 +7,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from kernelsearch.evaluator.ceilings import describe_roofline
 from kernelsearch.evaluator.records import EvalResult, Status, TimingStats
 from kernelsearch.metrics.fastp import FAST_P_THRESHOLDS, correctness_rate, fast_p_table, geomean
 
@@ -22,6 +23,13 @@ def _ms(t: TimingStats | None) -> str:
 
 def _x(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}x"
+
+
+def floor_share(roof: dict | None) -> str:
+    """"62% mem": the share of the roofline floor reached, and what bounds the problem."""
+    if not roof or roof.get("pct_of_floor") is None:
+        return "-"
+    return f"{roof['pct_of_floor']:.0f}% {'mem' if roof['bound'] == 'memory' else 'compute'}"
 
 
 def print_result(r: EvalResult) -> None:
@@ -42,6 +50,11 @@ def print_result(r: EvalResult) -> None:
                       f"(atol={r.atol:g}, rtol={r.rtol:g})")
     if r.compile_error:
         console.print(f"torch.compile baseline failed: {r.compile_error[:200]}")
+    if r.roofline:
+        console.print(f"roofline: {describe_roofline(r.roofline)}", highlight=False)
+    if r.profile and r.profile.get("summary"):
+        console.print("[bold]profile:[/]")
+        console.print(r.profile["summary"], markup=False, highlight=False)
     if r.build_log and r.status is not Status.CORRECT:
         console.print("[bold]log excerpt:[/]")
         console.print(r.build_log[-3000:], markup=False, highlight=False)
@@ -49,15 +62,17 @@ def print_result(r: EvalResult) -> None:
 
 def print_bench(summary) -> None:
     t = Table(title=f"kernelsearch bench ({summary.device})", header_style="bold")
-    for col in ("problem", "backend", "status", "candidate ms", "eager ms", "compile ms", "vs eager", "vs compile", "reason"):
+    for col in ("problem", "backend", "status", "candidate ms", "eager ms", "compile ms", "vs eager", "vs compile",
+                "% of floor", "reason"):
         t.add_column(col, overflow="fold")
     for p, r in summary.results:
         if r is None:
-            t.add_row(p.name, "-", "[dim]no candidate[/]", "-", "-", "-", "-", "-", "")
+            t.add_row(p.name, "-", "[dim]no candidate[/]", "-", "-", "-", "-", "-", "-", "")
             continue
         style = _STYLE.get(r.status, "yellow")
         t.add_row(p.name, r.backend, f"[{style}]{r.status.value}[/]", _ms(r.candidate_timing), _ms(r.eager_timing),
-                  _ms(r.compile_timing), _x(r.speedup_vs_eager), _x(r.speedup_vs_compile), r.reason[:60])
+                  _ms(r.compile_timing), _x(r.speedup_vs_eager), _x(r.speedup_vs_compile), floor_share(r.roofline),
+                  r.reason[:60])
     console.print(t)
     f = Table(title="fast_p: share of problems correct and more than p times faster", header_style="bold")
     f.add_column("baseline")

@@ -5,19 +5,25 @@ candidates, None does both until a stop. State lives in the run's archive only: 
 row whose status moves proposing -> proposed -> evaluated, each candidate a lineage row moving
 pending -> evaluated, each answer an llm_calls row written as it arrives. A session may end
 anywhere (SIGKILL included); the next one reads those rows and carries on.
+
+Evaluations go through an executor (kernelsearch.executors: ``local`` by default, or ``ray``):
+each candidate is handed to it as soon as it is committed, so its build and evaluation overlap
+the rest of the round's LLM calls; results are written to the archive as they finish and the
+lineage is marked by this (the coordinating) thread.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.prebuild import prebuild
 from kernelsearch.evaluator.records import EvalResult
+from kernelsearch.executors import Executor, Finished, Job, make_executor
 from kernelsearch.llm.base import PendingResponse
 from kernelsearch.llm.client import LLMClient, Totals
 from kernelsearch.llm.pricing import PriceTable
@@ -73,11 +79,14 @@ def make_llm_client(config: RunConfig, store: RunStore, run_id: str) -> LLMClien
 
 class Driver:
     """One session of a run. `client_factory` (tests, embedding) supplies the LLM client instead
-    of the provider named in the run's config; `evaluate_fn` replaces the evaluator (tests)."""
+    of the provider named in the run's config; `evaluate_fn` replaces the evaluator (tests);
+    `executor` and `executor_options` (gpus, lanes, ray_address; see make_executor) say where
+    evaluations run in this session (not stored: another session may run elsewhere)."""
 
     def __init__(self, store: RunStore, run_id: str | None = None, *, view: View | None = None,
                  evaluate_fn: EvaluateFn = evaluate,
-                 client_factory: Callable[[RunConfig], LLMClient] | None = None) -> None:
+                 client_factory: Callable[[RunConfig], LLMClient] | None = None,
+                 executor: str = "local", executor_options: dict[str, Any] | None = None) -> None:
         self.store = store
         run = store.run(run_id)
         self.run_id = run.id
@@ -92,6 +101,11 @@ class Driver:
                                  self.config, self.spent)
         self.strategy = make_strategy(self.config.strategy, SearchContext(store, self.run_id, self.config.params,
                                                                           self.proposer))
+        self.executor_name = executor
+        self.executor_options = dict(executor_options or {})
+        self._executor: Executor | None = None
+        self._in_flight: set[str] = set()  # candidate ids handed to the executor, not yet marked
+        self._round: int | None = None
 
     def _logged(self, client: LLMClient) -> LLMClient:
         """Whatever client is given, its answers go to this run's call log: that is the state."""
@@ -125,13 +139,66 @@ class Driver:
     def _session(self, phase: str | None) -> Stop:
         self.store.set_status(self.run_id, "running")
         self.view.start(self.run_id, self.config.strategy, self.problem.name, self.spent(), self._evaluated())
+        if phase is None:  # hand candidates to the executor as they are committed
+            self.proposer.on_candidate = self._submit_early
+        clean = False
         try:
-            return self._finish(self._loop(phase))
+            stop = self._finish(self._loop(phase))
+            clean = True
+            return stop
         except KeyboardInterrupt:
             self._finish(Stop("interrupted", "stopped by the user; resume with `kernelsearch run --resume`"))
             raise
         finally:
+            self.proposer.on_candidate = None
+            self._close_executor(wait=clean)
             self.view.close()
+
+    # -- evaluation through the executor ----------------------------------------------------
+    def executor(self) -> Executor:
+        """The session's executor, made on first use (an LLM-only session starts none)."""
+        if self._executor is None:
+            opts = {"build_jobs": self.config.build_jobs, **self.executor_options}
+            if self.executor_name != "local":
+                opts.pop("build_jobs", None)
+            self._executor = make_executor(self.executor_name, self.store.archive, self.evaluate_fn, **opts)
+        return self._executor
+
+    def _close_executor(self, wait: bool) -> None:
+        """Running evaluations finish (and are recorded) on a clean stop; queued ones stay
+        pending in the run for the next session."""
+        if self._executor is not None:
+            self._executor.close(wait=wait)
+            self._executor = None
+            self._in_flight.clear()
+
+    def _submit(self, cand: Candidate) -> None:
+        if cand.id not in self._in_flight:
+            self._in_flight.add(cand.id)
+            self.executor().submit(Job(self.problem, cand, self.config.eval, tag=cand.id))
+
+    def _submit_early(self, cand: Candidate) -> None:
+        """A candidate just committed by the proposer: start its build and evaluation now,
+        unless the time budget is spent; collect whatever has finished meanwhile."""
+        if wall_stop(self.config.budgets, self.spent()) is not None:
+            return
+        self._submit(cand)
+        if self._round is not None:
+            for fin in self.executor().poll(timeout=0):
+                self._record(self._round, fin)
+
+    def _record(self, n: int, fin: Finished) -> Stop | None:
+        """Mark a finished evaluation in the run; a target stop if it reached the target."""
+        cid = fin.job.candidate.id
+        self._in_flight.discard(cid)
+        done = fin.evaluation_id or self.store.evaluation_of(cid, self.config.eval.device)
+        if done is None:
+            raise RuntimeError(f"evaluation of {cid} left no row in the archive")
+        self.store.mark_evaluated(self.run_id, cid, done)
+        self.clock.checkpoint()
+        spent = self.spent()
+        self.view.evaluated(n, cid, self.store.result(self.run_id, cid), spent, self._evaluated())
+        return target_stop(self.config.budgets, spent)
 
     def _finish(self, stop: Stop) -> Stop:
         self.clock.checkpoint()
@@ -178,6 +245,7 @@ class Driver:
             self.view.round_started(n, plan)
 
     def _propose(self, n: int, plan: dict) -> Stop | None:
+        self._round = n
         try:
             self.strategy.propose(n, plan)
         except BudgetStop as b:
@@ -196,35 +264,32 @@ class Driver:
         return None
 
     def _evaluate_pending(self, n: int) -> Stop | None:
+        self._round = n
         device = self.config.eval.device
         todo = []
         for cand in self.store.pending(self.run_id):
+            if cand.id in self._in_flight:
+                continue
             done = self.store.evaluation_of(cand.id, device)
             if done is not None:  # evaluated before a kill, or in an earlier run of this archive
                 self.store.mark_evaluated(self.run_id, cand.id, done)
             else:
                 todo.append(cand)
-        if not todo:
+        if not todo and not self._in_flight:
             return None
         stop = wall_stop(self.config.budgets, self.spent())
         if stop is not None:
             return stop
-        self.view.evaluating(n, len(todo))
-        if len(todo) > 1:
-            prebuild(todo, self.config.eval, self.config.build_jobs)
+        self.view.evaluating(n, len(todo) + len(self._in_flight))
         for cand in todo:
+            self._submit(cand)
+        ex = self.executor()
+        while self._in_flight and ex.outstanding():
+            for fin in ex.poll(timeout=1.0):
+                stop = self._record(n, fin)
+                if stop is not None:
+                    return stop
             stop = wall_stop(self.config.budgets, self.spent())
-            if stop is not None:
-                return stop
-            self.evaluate_fn(self.problem, cand, self.config.eval, self.store.archive)
-            done = self.store.evaluation_of(cand.id, device)
-            if done is None:
-                raise RuntimeError(f"evaluation of {cand.id} left no row in the archive")
-            self.store.mark_evaluated(self.run_id, cand.id, done)
-            self.clock.checkpoint()
-            spent = self.spent()
-            self.view.evaluated(n, cand.id, self.store.result(self.run_id, cand.id), spent, self._evaluated())
-            stop = target_stop(self.config.budgets, spent)
             if stop is not None:
                 return stop
         return None

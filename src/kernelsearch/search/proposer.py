@@ -76,6 +76,9 @@ class Proposer:
         self.prompts = prompts
         self.config = config
         self.spent = spent
+        # called with each new candidate as soon as it is committed (the driver hands it to the
+        # executor, so builds and evaluations overlap the rest of the round's LLM calls)
+        self.on_candidate: Callable[[Candidate], None] | None = None
 
     @property
     def client(self) -> LLMClient:
@@ -87,6 +90,14 @@ class Proposer:
     # -- prompts ------------------------------------------------------------------------
     def source(self, candidate_id: str | None) -> str | None:
         return self.store.candidate(candidate_id).source if candidate_id else None
+
+    def performance(self, candidate_id: str | None) -> str | None:
+        """Timings, roofline and profile of a correct kernel, for the ideas, implement and
+        crossover prompts (refine shows the whole Feedback)."""
+        result = self.store.result(self.run_id, candidate_id) if candidate_id else None
+        if result is None or getattr(result.status, "value", result.status) != "correct":
+            return None
+        return Feedback.from_result(result).performance()
 
     def request(self, template: str, *, round_no: int, slot: int, purpose: str, sample_index: int = 0,
                 **context: Any) -> LLMRequest:
@@ -104,14 +115,15 @@ class Proposer:
     def ideas_request(self, round_no: int, slot: int, parent: str | None, ledger: list[dict[str, str]],
                       num: int, sample_index: int = 0) -> LLMRequest:
         return self.request("ideas", round_no=round_no, slot=slot, purpose="ideas", sample_index=sample_index,
-                            current_kernel=self.source(parent), num_ideas=num,
+                            current_kernel=self.source(parent), current_performance=self.performance(parent),
+                            num_ideas=num,
                             ideas_ledger=[LedgerItem(e["idea"], e["family"], e["result"]) for e in ledger])
 
     def implement_request(self, round_no: int, slot: int, parent: str | None, idea: IdeaRow | None,
                           sample_index: int = 0) -> LLMRequest:
         return self.request("implement", round_no=round_no, slot=slot, purpose="implement",
                             sample_index=sample_index, current_kernel=self.source(parent),
-                            idea=idea.text if idea else OPEN_IDEA, idea_family=idea.family if idea else "other")
+                            current_performance=self.performance(parent), idea=idea.text if idea else OPEN_IDEA, idea_family=idea.family if idea else "other")
 
     def refine_request(self, round_no: int, slot: int, parent: str, feedback: Feedback | str,
                        sample_index: int = 0) -> LLMRequest:
@@ -132,7 +144,8 @@ class Proposer:
         parts = [f"Correct, {sp:.2f}x vs eager PyTorch." if sp else "Correct."]
         if idea:
             parts.append(f"Built on the idea: {idea.text}")
-        return " ".join(parts)
+        perf = self.performance(candidate_id)
+        return " ".join(parts) + (f"\n\n{perf}" if perf else "")
 
     # -- asking -------------------------------------------------------------------------
     def _workers(self, n: int) -> int:
@@ -143,15 +156,22 @@ class Proposer:
             return max(1, n)  # post every question at once, so they can be answered together
         return max(1, min(self.config.llm_jobs, n))
 
-    def ask(self, requests: list[LLMRequest]) -> list[LLMResponse | LLMError | BudgetStop]:
+    def ask(self, requests: list[LLMRequest],
+            on_answer: Callable[[str, LLMResponse], None] | None = None) -> list[LLMResponse | LLMError | BudgetStop]:
         """Answers in order. Stored answers are always served; new requests only while the
-        budgets allow (the rest come back as BudgetStop). PendingResponse propagates."""
+        budgets allow (the rest come back as BudgetStop). PendingResponse propagates.
+        ``on_answer`` (key, answer) is called in this thread for each answer as soon as it and
+        every earlier one are in (not for the exchange provider, whose answers come in a batch)."""
         cache = self.client.cache
         stop = llm_stop(self.config.budgets, self.spent())
         unique = list({r.key(): r for r in requests}.values())  # the same question is asked once
         allowed = [r for r in unique if stop is None or (cache is not None and cache.get(r.key()) is not None)]
-        answers = dict(zip([r.key() for r in allowed],
-                           self.client.complete_many(allowed, max_workers=self._workers(len(allowed))), strict=True))
+        if on_answer is not None and self.client.provider.name != "exchange":
+            answers = self._complete_in_order(allowed, on_answer)
+        else:
+            answers = dict(zip([r.key() for r in allowed],
+                               self.client.complete_many(allowed, max_workers=self._workers(len(allowed))),
+                               strict=True))
         out: list[LLMResponse | LLMError | BudgetStop] = []
         for r in requests:
             a = answers.get(r.key())
@@ -165,6 +185,27 @@ class Proposer:
         if failed and len(failed) == len(out):
             raise RoundFailed(str(failed[0]))
         return out
+
+    def _complete_in_order(self, requests: list[LLMRequest], on_answer: Callable[[str, LLMResponse], None]
+                           ) -> dict[str, LLMResponse | LLMError]:
+        """complete_many, handing answers over in request order as they arrive, so the first
+        candidates are built and evaluated while later answers are still being written."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(r: LLMRequest) -> LLMResponse | LLMError:
+            try:
+                return self.client.complete(r)
+            except LLMError as e:
+                return e
+
+        answers: dict[str, LLMResponse | LLMError] = {}
+        with ThreadPoolExecutor(max_workers=self._workers(len(requests))) as pool:
+            futures = [pool.submit(one, r) for r in requests]
+            for r, f in zip(requests, futures, strict=True):
+                a = answers[r.key()] = f.result()
+                if isinstance(a, LLMResponse):
+                    on_answer(r.key(), a)
+        return answers
 
     def ideas(self, round_no: int, asks: list[IdeasAsk]) -> list[list[IdeaRow]]:
         """Ask for ideas; returns the stored ideas per ask ([] for a failed or empty answer)."""
@@ -187,26 +228,41 @@ class Proposer:
         return out
 
     def code(self, round_no: int, asks: list[CodeAsk]) -> list[str | None]:
-        """Ask for programs; returns the candidate id per ask (None: no usable code)."""
-        results = self.ask([a.request for a in asks])
-        out: list[str | None] = []
-        seen: set[str] = set()
-        for i, (ask, res) in enumerate(zip(asks, results, strict=True)):
-            key = ask.request.key()
-            if not isinstance(res, LLMResponse) or key in seen:  # a repeated question: one answer, one candidate
-                out.append(None)
-                continue
-            seen.add(key)
+        """Ask for programs; returns the candidate id per ask (None: no usable code). Each
+        answer is committed as soon as it (and every earlier one) is in, so `on_candidate` can
+        start its evaluation while later answers are still coming."""
+        out: list[str | None] = [None] * len(asks)
+        first: dict[str, int] = {}  # a repeated question: one answer, one candidate (the first ask's)
+        for i, a in enumerate(asks):
+            first.setdefault(a.request.key(), i)
+        committed: set[str] = set()
+
+        def commit(key: str, res: LLMResponse) -> None:
+            if key in committed:
+                return
+            committed.add(key)
+            i = first[key]
+            ask = asks[i]
             ex = extract_code(res.content, res.finish_reason)
             if ex.code is None:
                 self.store.set_outcome(self.run_id, key, ex.outcome, ex.note)
-                out.append(None)
-                continue
+                return
             slot = ask.request.metadata.get("slot", i)
             cand = Candidate.from_source(ex.code, name=f"r{round_no}_{slot}")
-            self.store.add_proposal(self.run_id, self.problem.id, cand, round_no, ask.parents, ask.idea_id,
-                                    key, res.model or None, ex.note)
-            out.append(cand.id)
+            call = self.store.call(self.run_id, key)
+            if call is not None and call.get("outcome") == "ok" and call.get("candidate_id") == cand.id:
+                out[i] = cand.id  # committed before a kill: not a duplicate of itself
+                return
+            new = self.store.add_proposal(self.run_id, self.problem.id, cand, round_no, ask.parents, ask.idea_id,
+                                          key, res.model or None, ex.note)
+            if new and self.on_candidate is not None:
+                self.on_candidate(cand)
+            out[i] = cand.id
+
+        results = self.ask([a.request for a in asks], on_answer=commit)
+        for ask, res in zip(asks, results, strict=True):
+            if isinstance(res, LLMResponse):
+                commit(ask.request.key(), res)
         _raise_stop(results)
         return out
 

@@ -11,10 +11,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from kernelsearch.evaluator.ceilings import describe_roofline
 from kernelsearch.search.store import RunStore
 
 
-def _idea_label(store: RunStore, row: dict[str, Any]) -> tuple[str, str]:
+def idea_label(store: RunStore, row: dict[str, Any]) -> tuple[str, str]:
     """(text, family) of what produced a candidate."""
     if row["origin"] == "seed":
         return f"seed kernel {store.candidate(row['candidate_id']).name}", "seed"
@@ -49,7 +50,7 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
         round_best = max(correct, key=lambda x: x[0]) if correct else None
         if round_best is not None and (best_so_far is None or round_best[0] > best_so_far[0]):
             best_so_far = round_best
-        idea, family = _idea_label(store, best_so_far[1]) if best_so_far else (None, None)
+        idea, family = idea_label(store, best_so_far[1]) if best_so_far else (None, None)
         rounds.append({
             "round": rd.round, "kind": rd.kind, "status": rd.status, "candidates": len(rows),
             "evaluated": len(done), "correct": len(correct),
@@ -61,11 +62,12 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
     best: dict[str, Any] = {"candidate_id": None, "speedup_vs_eager": None, "speedup_vs_compile": None}
     m = store.best(rid)
     if m is not None:
-        idea, family = _idea_label(store, by_id[m.candidate_id])
+        idea, family = idea_label(store, by_id[m.candidate_id])
         best = {"candidate_id": m.candidate_id, "speedup_vs_eager": m.speedup,
                 "speedup_vs_compile": m.speedup_vs_compile, "round": m.round, "origin": m.origin,
                 "backend": store.candidate(m.candidate_id).backend, "idea": idea, "family": family,
-                "verification": _verification(store, m.candidate_id)}
+                "verification": _verification(store, m.candidate_id),
+                "roofline": getattr(store.result(rid, m.candidate_id), "roofline", None)}
     u = store.usage(rid)
     name, _ = store.problem_source(run.problem_id)
     return {
@@ -109,6 +111,8 @@ def print_trajectory(t: dict[str, Any], console: Console | None = None) -> None:
                       f"{_x(b['speedup_vs_eager'])} vs eager, {_x(b['speedup_vs_compile'])} vs torch.compile "
                       f"({b['verification']})",
                       highlight=False)
+        if b.get("roofline"):
+            console.print(escape(f"roofline: {describe_roofline(b['roofline'])}"), highlight=False)
     else:
         console.print("best kernel: none correct yet")
     cost = f"${t['cost_usd']:.4f}" + (f" (+{t['unpriced_calls']} unpriced)" if t["unpriced_calls"] else "")

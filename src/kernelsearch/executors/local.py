@@ -1,0 +1,283 @@
+"""The local executor: a build pool over the CPU cores and one evaluation lane per GPU.
+
+- Builds run in a thread pool, each thread driving one sandboxed build worker
+  (evaluator/prebuild.py); the pool is pinned to the cores the lanes do not reserve, so
+  compilers never share a core with a CPU timing, and leave a GPU lane's launching core alone.
+- Each lane evaluates one candidate at a time (``evaluate``: candidate worker, then judge), its
+  workers pinned to the lane's GPU through ``EvalConfig.gpu`` (CUDA_VISIBLE_DEVICES). Timing
+  therefore never shares a GPU. On the CPU device there is one lane by default, pinned to its
+  own cores (``cpu_threads`` of them), as timing must not share cores either.
+- A built (or build-free) job waits in one queue for the next free lane, in the order builds
+  finish. Until a problem's baselines are in the archive only one of its jobs runs at a time,
+  so they are timed once, as in a serial loop, and every later result uses the same ones.
+- A build that failed the way the evaluation would fail too (a compiler error) is answered
+  from the build worker's outcome, without taking a lane.
+- A lane whose evaluation raises gives that job a ``crashed`` result with the reason and goes
+  on; a lane thread that dies is replaced, its job answered as crashed; nothing queued is lost.
+
+Evaluations write their rows to the archive from the lane threads (``Archive`` gives each
+thread its own SQLite connection); the coordinating thread reads them through ``poll``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from kernelsearch.archive.db import Archive
+from kernelsearch.evaluator.config import EvalConfig
+from kernelsearch.evaluator.evaluate import baseline_key, evaluate
+from kernelsearch.evaluator.prebuild import BuildOutcome, build_one, is_built, needs_build
+from kernelsearch.evaluator.records import EvalResult
+from kernelsearch.executors.base import EvaluateFn, Executor, Finished, Job, _Fatal, crashed_result
+from kernelsearch.executors.common import failed_build_result, pin_thread, usable_cpus
+
+
+def visible_gpus() -> list[int]:
+    """Indices of the GPUs this process sees (none without CUDA)."""
+    try:
+        import torch
+
+        return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    except ImportError:  # pragma: no cover
+        return []
+
+
+@dataclass
+class Lane:
+    index: int
+    gpu: int | None  # None: a CPU lane
+    cpus: list[int] = field(default_factory=list)  # pinned cores ([]: not pinned)
+    current: Job | None = None
+    thread: threading.Thread | None = None
+    deaths: int = 0
+
+    @property
+    def label(self) -> int | str:
+        return self.gpu if self.gpu is not None else f"cpu{self.index}"
+
+
+class LocalExecutor(Executor):
+    name = "local"
+
+    def __init__(self, archive: Archive | None = None, evaluate_fn: EvaluateFn = evaluate, *,
+                 gpus: Sequence[int] | None = None, lanes: int | None = None, build_jobs: int | None = None,
+                 dedup: bool | None = None, pin: bool = True) -> None:
+        """``gpus``: the visible GPUs to use (default all); ``lanes``: CPU-device lanes (default 1);
+        ``build_jobs``: parallel builds (default: the cores no lane reserves); ``pin``: set CPU
+        affinity of lanes and builds."""
+        super().__init__(archive, evaluate_fn, dedup)
+        self._gpus = list(gpus) if gpus is not None else None
+        self._cpu_lanes = lanes
+        self._build_jobs = build_jobs
+        self._pin = pin
+        self._device: str | None = None
+        self.lanes: list[Lane] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._build_cpus: list[int] = []
+        self._builds: dict[str, Future] = {}  # candidate id -> its build (shared by jobs of one candidate)
+        self._active_builds = 0
+        self._cv = threading.Condition()
+        self._ready: list[Job] = []
+        self._bkeys: dict[int, str | None] = {}  # job seq -> baseline cache key (None: no gating)
+        self._running_bkeys: Counter[str] = Counter()
+        self._known_bkeys: set[str] = set()
+        self._stopping = False
+
+    # -- set-up ---------------------------------------------------------------------------
+    def _setup(self, config: EvalConfig) -> None:
+        self._device = config.device
+        cpus = usable_cpus()
+        if config.device == "cuda":
+            gpus = self._gpus if self._gpus is not None else visible_gpus()
+            if not gpus:
+                raise RuntimeError("the local executor found no GPU for a cuda evaluation")
+            # each GPU lane keeps one core free of compilers (its process launches the kernels)
+            reserved = cpus[: len(gpus)] if len(cpus) > len(gpus) else []
+            self.lanes = [Lane(i, g) for i, g in enumerate(gpus)]
+        else:
+            n = max(1, self._cpu_lanes or 1)
+            per = max(1, config.cpu_threads)
+            reserved = cpus[: n * per] if len(cpus) > n * per else []
+            self.lanes = [Lane(i, None, reserved[i * per:(i + 1) * per] if reserved and self._pin else [])
+                          for i in range(n)]
+        self._build_cpus = [c for c in cpus if c not in reserved] or cpus
+        jobs = self._build_jobs or len(self._build_cpus)
+        pin = self._build_cpus if self._pin and reserved else None
+        self._pool = ThreadPoolExecutor(max(1, jobs), thread_name_prefix="ks-build", initializer=pin_thread,
+                                        initargs=(pin,))
+        for lane in self.lanes:
+            self._spawn(lane)
+
+    def _spawn(self, lane: Lane) -> None:
+        lane.thread = threading.Thread(target=self._lane_main, args=(lane,), name=f"ks-lane-{lane.label}",
+                                       daemon=True)
+        lane.thread.start()
+
+    # -- coordinator side ---------------------------------------------------------------------
+    def _start(self, job: Job) -> None:
+        if self._device is None:
+            self._setup(job.config)
+        elif job.config.device != self._device:
+            raise ValueError(f"this executor evaluates on {self._device}, not {job.config.device}")
+        self._bkeys[job.seq] = baseline_key(job.problem, job.config) if self.archive is not None else None
+        if not needs_build(job.candidate, job.config):
+            self._enqueue(job)
+            return
+        cid = job.candidate.id
+        fut = self._builds.get(cid)
+        if fut is None or (fut.done() and not fut.result().ok):
+            with self._cv:
+                self._active_builds += 1
+            assert self._pool is not None
+            fut = self._pool.submit(self._build, job)
+            self._builds[cid] = fut
+        fut.add_done_callback(lambda f, job=job: self._built(job, f))
+
+    def _build(self, job: Job) -> BuildOutcome:
+        """In a pool thread: the build, unless an earlier run left it done."""
+        try:
+            if is_built(job.candidate, job.config):
+                with self._lock:
+                    self.stats.cached_builds += 1
+                return BuildOutcome(job.candidate.id, True, cached=True)
+            with self._cv:  # spare cores let ninja compile a CUDA extension's two files at once
+                share = max(1, len(self._build_cpus) // max(1, self._active_builds))
+            out = build_one(job.candidate, job.config, max_jobs=min(2, share))
+            with self._lock:
+                self.stats.builds += 1
+            return out
+        except Exception:  # noqa: BLE001 - the evaluation will build it and say what went wrong
+            return BuildOutcome(job.candidate.id, False)
+        finally:
+            with self._cv:
+                self._active_builds -= 1
+
+    def _built(self, job: Job, fut: Future) -> None:
+        """A build finished (in its pool thread): answer a failed one, queue the rest."""
+        if self._stopping:
+            return
+        try:
+            outcome = fut.result()
+            result = failed_build_result(job.problem, job.candidate, job.config, outcome)
+            if result is not None:
+                eid = self._record(job, result)
+                with self._lock:
+                    self.stats.failed_builds += 1
+                self._done.put(Finished(job, result, eid))
+                return
+        except Exception:  # noqa: BLE001 - let the evaluation decide
+            pass
+        self._enqueue(job)
+
+    def _enqueue(self, job: Job) -> None:
+        with self._cv:
+            self._ready.append(job)
+            self._cv.notify_all()
+
+    # -- lanes ------------------------------------------------------------------------------
+    def _take(self) -> Job | None:
+        """The first queued job a lane may run now: one whose problem's baselines are cached,
+        or whose problem has no job running."""
+        with self._cv:
+            while True:
+                if self._stopping:
+                    return None
+                for i, job in enumerate(self._ready):
+                    bk = self._bkeys.get(job.seq)
+                    if bk is None or self._running_bkeys[bk] == 0 or self._baselines_known(bk):
+                        del self._ready[i]
+                        if bk is not None:
+                            self._running_bkeys[bk] += 1
+                        return job
+                self._cv.wait()
+
+    def _baselines_known(self, bk: str) -> bool:
+        if bk in self._known_bkeys:
+            return True
+        if self.archive is not None and self.archive.get_baseline(bk) is not None:
+            self._known_bkeys.add(bk)
+            return True
+        return False
+
+    def _release(self, job: Job) -> None:
+        """A job left its lane: its problem's slot is free again."""
+        bk = self._bkeys.pop(job.seq, None)
+        with self._cv:
+            if bk is not None:
+                self._running_bkeys[bk] -= 1
+            self._cv.notify_all()
+
+    def _lane_main(self, lane: Lane) -> None:
+        try:
+            pin_thread(lane.cpus)
+            while True:
+                job = self._take()
+                if job is None:
+                    return
+                lane.current = job
+                fin = self._evaluate_on(lane, job)
+                lane.current = None
+                self._release(job)
+                if fin is None:  # a fatal exception: this lane stops, the caller is told
+                    return
+                self._done.put(fin)
+        except BaseException as e:  # noqa: BLE001 - the lane itself broke: answer its job, replace it
+            job, lane.current = lane.current, None
+            if job is not None:
+                self._release(job)
+                res = crashed_result(job, f"evaluation lane {lane.label} died: {type(e).__name__}: {e}", lane.gpu)
+                self._done.put(Finished(job, res, self._safe_record(job, res)))
+            lane.deaths += 1
+            if lane.deaths > 3:  # something is broken for good: stop, and say so to the caller
+                with self._cv:
+                    self._stopping = True
+                    self._cv.notify_all()
+                self._done.put(_Fatal(RuntimeError(f"evaluation lane {lane.label} keeps dying: {e!r}")))
+            elif not self._stopping:
+                self._spawn(lane)
+
+    def _evaluate_on(self, lane: Lane, job: Job) -> Finished | None:
+        cfg = job.config if lane.gpu is None else job.config.with_(gpu=lane.gpu)
+        try:
+            res = self.evaluate_fn(job.problem, job.candidate, cfg, self.archive)
+            eid = (self.archive.latest_evaluation_id(job.candidate.id, cfg.device)
+                   if self.archive is not None else None)
+        except Exception as e:  # noqa: BLE001 - a harness failure is this job's result, not the run's end
+            res = crashed_result(job, f"the evaluation failed on lane {lane.label}: {type(e).__name__}: {e}",
+                                 lane.gpu)
+            eid = self._safe_record(job, res)
+        except BaseException as e:  # noqa: BLE001 - (KeyboardInterrupt-like): stop taking work, tell the caller
+            with self._cv:
+                self._stopping = True
+                self._cv.notify_all()
+            self._done.put(_Fatal(e))
+            return None
+        if res.gpu is None:
+            res.gpu = lane.gpu
+        with self._lock:
+            self.stats.evaluated += 1
+            self.stats.lanes_used.add(lane.label)
+        return Finished(job, res, eid)
+
+    def _safe_record(self, job: Job, res: EvalResult) -> int | None:
+        try:
+            return self._record(job, res)
+        except Exception:  # noqa: BLE001 - the archive is gone (closing): the result still returns
+            return None
+
+    # -- shutdown ---------------------------------------------------------------------------
+    def _shutdown(self, wait: bool) -> None:
+        with self._cv:
+            self._stopping = True
+            self._ready.clear()
+            self._cv.notify_all()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        if wait:
+            for lane in self.lanes:
+                if lane.thread is not None and lane.thread is not threading.current_thread():
+                    lane.thread.join()

@@ -1,0 +1,12 @@
+"""Export verified kernels from run archives as a training dataset (JSON Lines or Parquet).
+
+``export_rows(run_dir)`` yields one dict per (run, kernel); ``write(rows, path)`` writes them.
+The columns are described by ``rows.SCHEMA`` and in docs/formats.md.
+"""
+
+from __future__ import annotations
+
+from kernelsearch.export.rows import COLUMNS, SCHEMA, export_rows, run_dirs, run_rows
+from kernelsearch.export.writers import ExportError, format_for, write
+
+__all__ = ["COLUMNS", "SCHEMA", "ExportError", "export_rows", "format_for", "run_dirs", "run_rows", "write"]
