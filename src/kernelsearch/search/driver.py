@@ -141,17 +141,16 @@ class Driver:
         self.view.start(self.run_id, self.config.strategy, self.problem.name, self.spent(), self._evaluated())
         if phase is None:  # hand candidates to the executor as they are committed
             self.proposer.on_candidate = self._submit_early
-        clean = False
         try:
-            stop = self._finish(self._loop(phase))
-            clean = True
-            return stop
+            return self._finish(self._loop(phase))
         except KeyboardInterrupt:
             self._finish(Stop("interrupted", "stopped by the user; resume with `kernelsearch run --resume`"))
             raise
         finally:
             self.proposer.on_candidate = None
-            self._close_executor(wait=clean)
+            # always wait for the evaluations already running: they write to the archive, which
+            # the caller closes next (closing it under a lane's open connection crashed SQLite)
+            self._close_executor()
             self.view.close()
 
     # -- evaluation through the executor ----------------------------------------------------
@@ -164,11 +163,11 @@ class Driver:
             self._executor = make_executor(self.executor_name, self.store.archive, self.evaluate_fn, **opts)
         return self._executor
 
-    def _close_executor(self, wait: bool) -> None:
-        """Running evaluations finish (and are recorded) on a clean stop; queued ones stay
-        pending in the run for the next session."""
+    def _close_executor(self) -> None:
+        """Running evaluations finish (and are recorded); queued ones stay pending in the run
+        for the next session."""
         if self._executor is not None:
-            self._executor.close(wait=wait)
+            self._executor.close(wait=True)
             self._executor = None
             self._in_flight.clear()
 
