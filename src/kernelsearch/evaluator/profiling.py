@@ -15,17 +15,13 @@ from __future__ import annotations
 import csv
 import io
 import re
-import secrets
 import shutil
-import tempfile
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from kernelsearch.evaluator.builds import build_dir
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.sandbox import run_worker
+from kernelsearch.evaluator.tool_run import tool_run
 from kernelsearch.problems.loader import Problem
 
 TOP = 5  # kernels or ops named in a summary
@@ -124,39 +120,24 @@ def ncu_profile(problem: Problem, candidate: Candidate, config: EvalConfig, kern
     tool = ncu_path()
     if tool is None:
         return {"error": "not installed"}
-    lim = config.limits
-    work = Path(tempfile.mkdtemp(prefix="ks-ncu-"))
-    try:
-        (work / "out").mkdir()
-        path = work / "candidate.py"
-        path.write_text(candidate.source)
+    names = "|".join(re.escape(n) for n in kernel_names[:20])
+    metrics = [*NCU_METRICS, *(_STALL.format(r) for r in STALL_REASONS)]
+
+    def wrapper(work: Path) -> list[str]:
+        return [tool, "--csv", "--page", "raw", "--metrics", ",".join(metrics), "--target-processes", "all",
+                "--kernel-name-base", "function", "--kernel-name", f"regex:^({names})$", "--launch-count", "8",
+                "--log-file", str(work / "ncu.csv")]
+
+    with tool_run(problem, candidate, config, wrapper, run_timeout_s=600.0, prefix="ks-ncu-",
+                  job_extra={"distribution": config.distribution}) as (out, work):
         log = work / "ncu.csv"
-        names = "|".join(re.escape(n) for n in kernel_names[:20])
-        metrics = [*NCU_METRICS, *(_STALL.format(r) for r in STALL_REASONS)]
-        job = {
-            "role": "candidate", "device": "cuda", "problem_path": str(problem.path), "candidate_path": str(path),
-            "init_seed": secrets.randbelow(2**31 - 2) + 1, "trial_seeds": [secrets.randbelow(2**31 - 2) + 1],
-            "timing_seeds": [], "timing": asdict(config.timing), "out_dir": str(work / "out"),
-            "skip_timing": True, "distribution": config.distribution,
-        }
-        out = run_worker(
-            job, work, timeouts={"build": lim.build_timeout_s, "default": max(lim.run_timeout_s, 600.0)},
-            memory_bytes=lim.memory_bytes, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
-            sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + max(lim.run_timeout_s, 600.0),
-            env_extra={"TORCH_EXTENSIONS_DIR": str(build_dir(config, candidate)), **config.worker_env()},
-            wrapper=[tool, "--csv", "--page", "raw", "--metrics", ",".join(metrics), "--target-processes", "all",
-                     "--kernel-name-base", "function", "--kernel-name", f"regex:^({names})$", "--launch-count", "8",
-                     "--log-file", str(log)],
-        )
         text = log.read_text(errors="replace") if log.is_file() else ""
-        found = parse_ncu_csv(text)
-        if found is None:
-            why = next((ln.strip() for ln in (text + "\n" + out.output).splitlines() if "==ERROR==" in ln
-                        or "ERR_NVGPUCTRPERM" in ln), "") or out.killed or f"no kernel profiled (exit {out.returncode})"
-            return {"error": f"no metrics: {why}"[:300]}
-        return found
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    found = parse_ncu_csv(text)
+    if found is None:
+        why = next((ln.strip() for ln in (text + "\n" + out.output).splitlines() if "==ERROR==" in ln
+                    or "ERR_NVGPUCTRPERM" in ln), "") or out.killed or f"no kernel profiled (exit {out.returncode})"
+        return {"error": f"no metrics: {why}"[:300]}
+    return found
 
 
 def parse_ncu_csv(text: str) -> dict[str, Any] | None:

@@ -9,19 +9,15 @@ candidate's worker at the problem's small (CPU) size, where they finish in reaso
 
 from __future__ import annotations
 
-import secrets
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
-from kernelsearch.evaluator.builds import build_dir, clear_locks
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.distributions import DISTRIBUTIONS
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.evaluator.records import Status
-from kernelsearch.evaluator.sandbox import run_worker
+from kernelsearch.evaluator.tool_run import tool_run
 from kernelsearch.problems.loader import Problem
 
 SANITIZER_TOOLS = ("memcheck", "racecheck")
@@ -87,35 +83,16 @@ def verify(problem: Problem, candidate: Candidate, config: EvalConfig, trials: i
 
 
 def _sanitize(problem: Problem, candidate: Candidate, config: EvalConfig, tool: str) -> Check:
-    from dataclasses import asdict as _asdict
-
-    lim = config.limits
-    work = Path(tempfile.mkdtemp(prefix="ks-sanitize-"))
-    try:
-        out_dir = work / "out"
-        out_dir.mkdir()
-        path = work / "candidate.py"
-        path.write_text(candidate.source)
-        bdir = build_dir(config, candidate)
-        job = {
-            "role": "candidate", "device": "cuda", "problem_path": str(problem.path), "candidate_path": str(path),
-            "init_seed": secrets.randbelow(2**31 - 2) + 1, "trial_seeds": [secrets.randbelow(2**31 - 2) + 1],
-            "timing_seeds": [], "timing": _asdict(config.timing), "out_dir": str(out_dir),
-            "skip_timing": True, "small_sizes": True,
-        }
-        out = run_worker(
-            job, work, timeouts={"build": lim.build_timeout_s, "default": max(lim.run_timeout_s, 900.0)},
-            memory_bytes=lim.memory_bytes, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
-            sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + max(lim.run_timeout_s, 900.0),
-            # one cudaMalloc per tensor: inside the caching allocator's big blocks an access past a
-            # tensor's end is still "valid" memory and the checker could not see it
-            env_extra={"TORCH_EXTENSIONS_DIR": str(bdir), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
-            wrapper=[sanitizer_path() or "compute-sanitizer", f"--tool={tool}",
-                     f"--error-exitcode={_SANITIZER_EXIT}", "--print-limit=10"],
-        )
+    with tool_run(
+        problem, candidate, config,
+        lambda _work: [sanitizer_path() or "compute-sanitizer", f"--tool={tool}",
+                       f"--error-exitcode={_SANITIZER_EXIT}", "--print-limit=10"],
+        run_timeout_s=900.0, prefix="ks-sanitize-", job_extra={"small_sizes": True},
+        # one cudaMalloc per tensor: inside the caching allocator's big blocks an access past a
+        # tensor's end is still "valid" memory and the checker could not see it
+        env_extra={"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
+    ) as (out, _work):
         if out.killed:
-            if out.phase == "build":
-                clear_locks(bdir)
             return Check(f"sanitizer:{tool}", False, f"did not finish ({out.killed})")
         if out.returncode == _SANITIZER_EXIT:
             first = next((ln.strip("= ").strip() for ln in out.output.splitlines()
@@ -128,5 +105,3 @@ def _sanitize(problem: Problem, candidate: Candidate, config: EvalConfig, tool: 
         if out.first("done") is None or out.returncode != 0:
             return Check(f"sanitizer:{tool}", False, f"exited with code {out.returncode} under {tool}")
         return Check(f"sanitizer:{tool}", True, "no errors")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
