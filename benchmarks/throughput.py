@@ -7,12 +7,14 @@ evaluate the same candidates with the same settings, in this one process:
 
 - serial: for each candidate, ``evaluate`` with a fresh build directory (no build cache, no
   dedup): build, check and time, one after another. Baselines are cached per problem in the
-  archive as ``evaluate`` always does, so only what the pipeline adds differs.
+  archive as ``evaluate`` always does, and the device's roofline ceilings are measured once
+  before either half (untimed) and shared, so only what the pipeline adds differs.
 - pipeline: the executor (``--executor``, default local) from an empty build cache: builds in
   a pool, identical candidates once, failed builds answered without a lane, one lane per GPU.
 
 It prints wall seconds and candidates per hour for each, their ratio, and each candidate's
-status under both (they must agree). Usage:
+status and speedup under both: statuses must be equal, and two speedups agree when their
+ranges (speedup times one plus or minus its spread, ``metrics.fastp.speedup_spread``) overlap. Usage:
 
     python benchmarks/throughput.py --device cpu --set small          # a few minutes on 2 cores
     python benchmarks/throughput.py --device cuda                     # one GPU: serial about 6 min
@@ -39,11 +41,13 @@ from rich.table import Table
 from kernelsearch.archive import Archive
 from kernelsearch.bench import SEEDBANK_DIR
 from kernelsearch.evaluator.candidate import Candidate
+from kernelsearch.evaluator.ceilings import ceilings
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.evaluator.normalise import normalised_hash
 from kernelsearch.executors import make_executor
 from kernelsearch.executors.base import Job
+from kernelsearch.metrics.fastp import speedup_spread
 from kernelsearch.problems.loader import load_problem
 
 # GPU shapes: ~128 MiB per tensor, so outputs are quick to check (the suite's are 1-4 GiB)
@@ -192,6 +196,7 @@ def run_serial(items: list[Item], problems: dict, config: EvalConfig, work: Path
     with Archive(work / "serial.sqlite") as archive:
         for i, it in enumerate(items):
             cfg = config.with_(home=work / "serial" / f"{i:02d}")  # a fresh build cache each time
+            _share_ceilings(work, cfg.home)
             t = time.monotonic()
             r = evaluate(load_problem(problems[it.problem]), it.candidate, cfg, archive)
             console.print(f"  serial   {it.label:34s} {r.status.value:14s} {time.monotonic() - t:6.1f} s")
@@ -204,6 +209,7 @@ def run_pipeline(items: list[Item], problems: dict, config: EvalConfig, work: Pa
                  dedup: bool = True) -> dict:
     home = work / "pipeline-home"
     shutil.rmtree(home, ignore_errors=True)  # an empty build cache at the start
+    _share_ceilings(work, home)
     cfg = config.with_(home=home)
     t0 = time.monotonic()
     opts: dict = {"gpus": gpus, "build_jobs": build_jobs} if executor == "local" else {"ray_address": ray_address}
@@ -220,14 +226,44 @@ def run_pipeline(items: list[Item], problems: dict, config: EvalConfig, work: Pa
     return _half("pipeline", items, results, time.monotonic() - t0, stats)
 
 
+def measure_ceilings(config: EvalConfig, work: Path) -> None:
+    """The device's ceilings, once, before the clocks start (a user's home keeps them)."""
+    from kernelsearch.evaluator.evaluate import host_device_name
+
+    ceilings(config.with_(home=work / "shared"), host_device_name(config.device))
+
+
+def _share_ceilings(work: Path, home: Path) -> None:
+    src = work / "shared" / "ceilings"
+    if src.is_dir():
+        shutil.copytree(src, home / "ceilings", dirs_exist_ok=True)
+
+
+def agree(a: dict, b: dict) -> bool | None:
+    """Two speedups agree when their ranges overlap (None: not both measured)."""
+    sa, sb = a.get("speedup_vs_eager"), b.get("speedup_vs_eager")
+    if sa is None or sb is None or a.get("spread") is None or b.get("spread") is None:
+        return None
+    return abs(sa - sb) <= sa * a["spread"] + sb * b["spread"]
+
+
 def _half(name: str, items: list[Item], results: list, wall: float, stats: dict) -> dict:
     return {
         "name": name, "wall_s": wall, "candidates": len(items), "per_hour": 3600 * len(items) / wall,
         "stats": stats,
         "results": [{"label": it.label, "kind": it.kind, "status": r.status.value, "reason": r.reason,
-                     "speedup_vs_eager": r.speedup_vs_eager, "gpu": r.gpu, "duplicate_of": r.duplicate_of}
+                     "speedup_vs_eager": r.speedup_vs_eager, "spread": speedup_spread(r), "gpu": r.gpu,
+                     "duplicate_of": r.duplicate_of, "eval_s": r.eval_s, "candidate_ms": r.candidate_ms,
+                     "eager_ms": r.eager_ms}
                     for it, r in zip(items, results, strict=True)],
     }
+
+
+def _speedup(r: dict) -> str:
+    if r.get("speedup_vs_eager") is None:
+        return "-"
+    spread = r.get("spread")
+    return f"{r['speedup_vs_eager']:.2f}" + (f" ±{100 * spread:.0f}%" if spread is not None else "")
 
 
 def report(serial: dict | None, pipeline: dict | None, console: Console, device_line: str) -> dict:
@@ -246,18 +282,22 @@ def report(serial: dict | None, pipeline: dict | None, console: Console, device_
     console.print(t)
     if serial and pipeline:
         s = Table(title="Per candidate")
-        for col in ("candidate", "kind", "serial", "pipeline", "same", "speedup serial", "speedup pipeline"):
+        for col in ("candidate", "kind", "serial", "pipeline", "same", "speedup serial", "speedup pipeline",
+                    "within spread"):
             s.add_column(col)
-        same = True
+        same, within = True, True
         for a, b in zip(serial["results"], pipeline["results"], strict=True):
             eq = a["status"] == b["status"]
+            ok = agree(a, b)
             same &= eq
-            fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+            within &= ok is not False
             s.add_row(a["label"], a["kind"], a["status"], b["status"] + (" (dup)" if b["duplicate_of"] else ""),
-                      "yes" if eq else "NO", fmt(a["speedup_vs_eager"]), fmt(b["speedup_vs_eager"]))
+                      "yes" if eq else "NO", _speedup(a), _speedup(b), {None: "-", True: "yes", False: "NO"}[ok])
         console.print(s)
-        console.print(f"statuses {'all equal' if same else 'DIFFER'}; pipeline stats: {pipeline['stats']}")
-        summary["statuses_equal"] = same
+        console.print(f"statuses {'all equal' if same else 'DIFFER'}; speedups "
+                      f"{'all within spread' if within else 'NOT all within spread'}; "
+                      f"pipeline stats: {pipeline['stats']}")
+        summary["statuses_equal"], summary["speedups_within_spread"] = same, within
     return summary
 
 
@@ -294,6 +334,7 @@ def main() -> int:
     console.print(f"{len(items)} candidates ({args.size} set) on {device_line}; work dir {work}")
     serial = pipeline = None
     other = json.loads(args.against.read_text()) if args.against else {}
+    measure_ceilings(config, work)
     try:
         if args.only in (None, "serial"):
             serial = run_serial(items, problems, config, work, console)

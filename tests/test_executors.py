@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from conftest import DATA
@@ -102,7 +103,7 @@ def test_built_jobs_queue_for_the_lane_in_build_order(cpu_config, monkeypatch, t
     import kernelsearch.executors.local as local
     from kernelsearch.evaluator.prebuild import BuildOutcome
 
-    def fake_build(candidate, config, max_jobs=1):
+    def fake_build(candidate, config, max_jobs=1, hold=None):
         time.sleep(1.5 if "slow" in candidate.name else 0.2)
         return BuildOutcome(candidate.id, True, seconds=0.1)
 
@@ -182,11 +183,11 @@ def test_a_dead_lane_is_replaced_and_nothing_queued_is_lost(cpu_config, monkeypa
     real = LocalExecutor._evaluate_on
     calls = [0]
 
-    def dies_once(self, lane, job):
+    def dies_once(self, lane, job, prep=None):
         calls[0] += 1
         if calls[0] == 2:
             raise RuntimeError("lane thread broke")  # outside the evaluation's own try
-        return real(self, lane, job)
+        return real(self, lane, job, prep)
 
     monkeypatch.setattr(LocalExecutor, "_evaluate_on", dies_once)
     fake = lambda p, c, cfg, a: _fake_result(p, c, cfg)  # noqa: E731
@@ -246,6 +247,112 @@ def test_local_executor_gives_the_serial_verdicts(cpu_config, tmp_path):
     assert local[-1].status is local[0].status and local[-1].candidate_ms == local[0].candidate_ms
 
 
+def test_prefetched_jobs_give_the_serial_verdicts_and_every_worker_ends(cpu_config, tmp_path, monkeypatch):
+    """A lane that prepares its next job ahead (the GPU default, forced here on the CPU) gives
+    the serial verdicts; every prepared evaluation is closed, run or not, and its workers end,
+    also when the executor stops with one prepared and never run."""
+    import kernelsearch.evaluator.evaluate as ev
+    import kernelsearch.executors.local as local
+
+    preps: list = []
+    real_prepare = ev.prepare
+
+    def recorded(*a, **kw):
+        preps.append(real_prepare(*a, **kw))
+        return preps[-1]
+
+    monkeypatch.setattr(ev, "prepare", recorded)
+    monkeypatch.setattr(local, "prepare", recorded)
+
+    def all_ended() -> bool:
+        return all(p.work is None and all(w.proc.poll() is not None for w in (p.cand, p.judge)) for p in preps)
+
+    problem = load_problem(PROBLEM)
+    cands = [cand(n) for n in ("py_correct", "py_raises", "py_mutates")]
+    with Archive(tmp_path / "serial.sqlite") as a:
+        serial = [evaluate(problem, c, cpu_config, a) for c in cands]
+    preps.clear()
+    with Archive(tmp_path / "local.sqlite") as a, LocalExecutor(a, prefetch=True) as ex:
+        local_results = ex.evaluate_many([Job(problem, c, cpu_config) for c in cands])
+    assert [_comparable(r) for r in serial] == [_comparable(r) for r in local_results]
+    assert len(preps) == len(cands) and all_ended()
+
+    # stop after the first result, with the next job prepared ahead: it is closed, not run
+    preps.clear()
+    more = [_torch_cand(f"a * 2 + b + {i} * 0") for i in range(3)]
+    with Archive(tmp_path / "stop.sqlite") as a:
+        ex = LocalExecutor(a, prefetch=True, warmups=False)
+        for c in more:
+            ex.submit(Job(problem, c, cpu_config))
+        assert ex.poll(timeout=None)
+        ex.close(wait=True)
+        assert a.count("evaluations") < len(more)
+    assert len(preps) == len(more) and all_ended()
+
+
+def test_an_idle_lane_times_baselines_while_builds_run(cpu_config, tmp_path, monkeypatch):
+    """While the only job is still building, the lane times its problem's baselines; the job's
+    result then uses those (one baseline row, the same figures)."""
+    import kernelsearch.executors.local as local
+    from kernelsearch.evaluator.prebuild import BuildOutcome
+
+    def slow_build(c, cfg, max_jobs=1, hold=None):
+        time.sleep(6)
+        return BuildOutcome(c.id, True)
+
+    monkeypatch.setattr(local, "needs_build", lambda c, cfg: True)
+    monkeypatch.setattr(local, "build_one", slow_build)
+    problem = load_problem(PROBLEM)
+    config = cpu_config.with_(home=tmp_path / "home")
+    with Archive(tmp_path / "a.sqlite") as a, LocalExecutor(a) as ex:
+        r = ex.evaluate_many([Job(problem, cand("py_correct"), config)])[0]
+        assert ex.stats.warmups >= 1
+        cached = a.get_baseline(baseline_key(problem, config))
+        assert a.count("baselines") == 1
+    assert r.status is Status.CORRECT and cached is not None
+    assert r.eager_timing == cached[0]
+
+
+def test_builds_pause_while_a_lane_times(tmp_path):
+    """QuietTiming with real worker processes: a build worker (and all it started) is stopped
+    while any listener is in its timing phase, continued after, and a listener that has
+    ended cannot pause anything again."""
+    from kernelsearch.evaluator import isolation
+    from kernelsearch.evaluator.sandbox import Worker
+    from kernelsearch.executors.quiet import QuietTiming
+
+    def states(w: Worker, want_stopped: bool | None = None) -> set[str]:
+        """Process states of the worker's members, once they settle (a signal lands async)."""
+        for _ in range(50):
+            found = set()
+            for pid in isolation.members(w.proc.pid, w.cgroup):
+                try:
+                    found.add(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0])
+                except OSError:
+                    pass
+            if want_stopped is None or (found == {"T"}) == want_stopped:
+                break
+            time.sleep(0.1)
+        return found
+
+    quiet = QuietTiming()
+    build = Worker({}, tmp_path / "build", output_bytes=1 << 20, file_bytes=1 << 30)
+    with build, quiet.building(build):
+        a, b = quiet.listener(), quiet.listener()
+        a("run")
+        assert "T" not in states(build)
+        a("timing")
+        assert states(build, True) == {"T"}
+        b("timing")
+        a("")  # one lane still timing: the build stays stopped
+        assert states(build) == {"T"}
+        b("run")
+        assert "T" not in states(build, False) and quiet.pauses == 1 and quiet.paused_s > 0
+        a("timing")  # ended: ignored
+        assert "T" not in states(build)
+    assert build.proc.poll() is not None
+
+
 def test_duplicates_across_runs_come_from_the_archive(cpu_config, tmp_path):
     problem = load_problem(PROBLEM)
     runs: list[str] = []
@@ -290,7 +397,7 @@ def test_a_failed_build_is_answered_without_a_lane(cpu_config, tmp_path, monkeyp
     worker = WorkerOutcome(messages=[{"event": "phase", "phase": "build"},
                                      {"event": "error", "phase": "build", "kind": "compile_error", "message": msg}],
                            returncode=0, phase="build", output="", isolation="none+watchdog")
-    monkeypatch.setattr(local, "build_one", lambda c, cfg, max_jobs=1: BuildOutcome(c.id, False, worker=worker))
+    monkeypatch.setattr(local, "build_one", lambda c, cfg, max_jobs=1, hold=None: BuildOutcome(c.id, False, worker=worker))
     lanes: list[str] = []
 
     def never(problem, candidate, config, archive):

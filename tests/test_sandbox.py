@@ -215,3 +215,25 @@ def _with(limits, **changes):
 def out_isolation_auto() -> str:
     mode = isolation.resolve("auto")
     return mode + ("+cgroup" if isolation._pids_base() is not None else "+watchdog")
+
+
+def test_a_worker_started_ahead_waits_for_its_job_and_an_unused_one_dies(tmp_path):
+    """sandbox.Worker: started before its job (it imports torch meanwhile), deadlines count from
+    ``run``, and ``close`` kills one that never got a job."""
+    import time
+
+    from kernelsearch.evaluator.sandbox import Worker
+
+    limits = {"output_bytes": 1 << 20, "file_bytes": 1 << 30}
+    w = Worker({}, tmp_path / "a", **limits)
+    time.sleep(3)  # longer than its deadline below: the wait does not count
+    out = w.run({"role": "no-such-role"}, timeouts={"default": 2.5}, memory_bytes=4 << 30)
+    assert out.killed == "" and out.returncode == 0
+    assert "unknown role 'no-such-role'" in out.first("error")["message"]
+    with pytest.raises(RuntimeError):
+        w.run({"role": "no-such-role"}, timeouts={"default": 5}, memory_bytes=4 << 30)
+
+    idle = Worker({}, tmp_path / "b", **limits)
+    assert idle.proc is not None and idle.proc.poll() is None
+    idle.close()
+    assert idle.proc.poll() is not None

@@ -229,7 +229,7 @@ def test_time_calls_fresh_inputs_and_spot_copies():
         made.append(i)
         return [torch.full((4,), float(i))]
 
-    cfg = TimingConfig(warmup=2, min_reps=5, max_reps=5, budget_s=5.0, flush_cache=False)
+    cfg = TimingConfig(warmup=2, warmup_ms=0.0, min_reps=5, max_reps=5, budget_s=5.0, flush_cache=False)
     seen: list[torch.Tensor] = []
     run = time_calls(lambda x: x * 2, [], "cpu", cfg, spot_checks=2, inputs_for=inputs_for, after=seen.append)
     assert made == list(range(7)) and len(seen) == 7 and len(run.samples_ms) == 5
@@ -286,3 +286,32 @@ def test_bench_reports_marked_results_apart():
     d = summary.to_dict()
     assert d["fast_p"]["eager"]["1.0"] == 1.0 and d["fast_p_own_kernels"]["eager"]["1.0"] == 0.5
     assert d["torch_fallback_marked"] == ["06_gelu"]
+
+
+def test_warm_up_lasts_at_least_warmup_ms():
+    """Warm-up goes on (the warm-up inputs again) until ``warmup_ms`` has passed, so a device
+    left idle (a GPU at low clocks after a long build) is busy before the first timed call;
+    the timed calls and their inputs are unchanged."""
+    import time
+
+    import torch
+
+    from kernelsearch.evaluator.config import TimingConfig
+    from kernelsearch.evaluator.timing import time_calls
+
+    seen: list[int] = []
+
+    def fn(x):
+        seen.append(int(x.item()))
+        time.sleep(0.002)
+        return x
+
+    cfg = TimingConfig(warmup=2, warmup_ms=80.0, min_reps=5, max_reps=5, flush_cache=False)
+    run = time_calls(fn, [], "cpu", cfg, inputs_for=lambda i: [torch.tensor(i)])
+    warm, timed = seen[:-5], seen[-5:]
+    assert len(warm) >= 15 and set(warm) == {0, 1}  # ~80 ms of 2 ms calls, only warm-up inputs
+    assert timed == [2, 3, 4, 5, 6] and len(run.samples_ms) == 5
+    seen.clear()
+    time_calls(fn, [], "cpu", TimingConfig(warmup=2, warmup_ms=0.0, min_reps=5, max_reps=5, flush_cache=False),
+               inputs_for=lambda i: [torch.tensor(i)])
+    assert seen == [0, 1, 2, 3, 4, 5, 6]

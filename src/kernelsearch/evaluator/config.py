@@ -16,6 +16,11 @@ def default_home() -> Path:
 @dataclass(frozen=True)
 class TimingConfig:
     warmup: int = 3
+    # and go on warming up (the same inputs again) until this much wall time has passed: a GPU
+    # idle during a 45 s build runs at low clocks, and a few calls of a short kernel do not
+    # raise them, so a candidate timed right after its own build looked slower than the same
+    # kernel timed on a busy GPU (docs/measurements.md)
+    warmup_ms: float = 100.0
     min_reps: int = 10
     max_reps: int = 100
     target_rel_spread: float = 0.05  # stop once IQR/median is this small

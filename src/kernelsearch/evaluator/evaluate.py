@@ -15,6 +15,8 @@ import shutil
 import signal
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelsearch.archive.db import Archive
@@ -26,7 +28,7 @@ from kernelsearch.evaluator.profiling import from_report, ncu_profile, summarise
 from kernelsearch.evaluator.protocol import protocol_violation
 from kernelsearch.evaluator.records import EvalResult, Status, TimingStats, TrialCheck
 from kernelsearch.evaluator.roofline import impossible
-from kernelsearch.evaluator.sandbox import WorkerOutcome, run_worker
+from kernelsearch.evaluator.sandbox import Worker, WorkerOutcome
 from kernelsearch.evaluator.screen import screen
 from kernelsearch.problems.loader import Problem
 
@@ -66,36 +68,74 @@ def baseline_key(problem: Problem, config: EvalConfig) -> str:
 
 def evaluate(problem: Problem, candidate: Candidate, config: EvalConfig, archive: Archive | None = None) -> EvalResult:
     """Evaluate and, if an archive is given, record the result there."""
+    return finish(prepare(problem, candidate, config), archive)
+
+
+@dataclass
+class Prepared:
+    """An evaluation made ready for the device: screened, seeded, its work directory laid out
+    and its two workers started (importing torch, no candidate code yet). An executor prepares
+    a lane's next job while the current one runs; ``finish`` runs it, ``close`` drops it."""
+
+    problem: Problem
+    candidate: Candidate
+    config: EvalConfig
+    res: EvalResult
+    kernels: list[str] = field(default_factory=list)
+    work: Path | None = None
+    cand_job: dict = field(default_factory=dict)
+    judge_job: dict = field(default_factory=dict)  # without what the candidate's run decides
+    cand: Worker | None = None
+    judge: Worker | None = None
+    done: bool = False  # the verdict is in ``res`` already (the static screen decided)
+    seconds: float = 0.0  # spent preparing (part of ``eval_s``)
+
+    def listen(self, listener: Callable[[], Callable[[str], None]]) -> None:
+        """Give each worker its own phase listener (``sandbox.Worker.on_phase``)."""
+        for w in (self.cand, self.judge):
+            if w is not None:
+                w.on_phase = listener()
+
+    def close(self) -> None:
+        for w in (self.cand, self.judge):
+            if w is not None:
+                w.close()
+        if self.work is not None:
+            shutil.rmtree(self.work, ignore_errors=True)
+            self.work = None
+
+
+def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepared:
+    """Everything before the device is needed: the static screen, the seeds, the workers' jobs
+    and their start."""
     t0 = time.monotonic()
-    result = _evaluate(problem, candidate, config, archive)
-    result.eval_s = time.monotonic() - t0
-    if archive is not None:
-        archive.add_candidate(candidate, problem)
-        archive.add_evaluation(result)
-    return result
-
-
-def _evaluate(problem: Problem, candidate: Candidate, config: EvalConfig, archive: Archive | None) -> EvalResult:
     atol = config.atol if config.atol is not None else problem.atol
     rtol = config.rtol if config.rtol is not None else problem.rtol
     res = EvalResult(
         problem=problem.name, problem_id=problem.id, candidate_id=candidate.id, backend=candidate.backend,
         device=config.device, status=Status.CORRECT, reason="", atol=atol, rtol=rtol, gpu=config.gpu,
     )
+    prep = Prepared(problem, candidate, config, res)
 
     # 1. static screen
     sc = screen(candidate.source)
     res.flags = list(sc.flags)
     res.errors.extend(sc.notes)
+    early: tuple[Status, str] | None = None
     if sc.syntax_error:
-        return _verdict(res, Status.COMPILE_ERROR, sc.syntax_error)
-    if sc.reject and config.static_screen:
-        return _verdict(res, Status.REJECTED, sc.reject)
-    if candidate.backend not in DEVICE_BACKENDS.get(config.device, ()):
-        return _verdict(res, Status.REJECTED, f"a {candidate.backend} candidate cannot run on the {config.device} device")
-    if config.torch_fallback == "reject" and config.static_screen and (
+        early = Status.COMPILE_ERROR, sc.syntax_error
+    elif sc.reject and config.static_screen:
+        early = Status.REJECTED, sc.reject
+    elif candidate.backend not in DEVICE_BACKENDS.get(config.device, ()):
+        early = Status.REJECTED, f"a {candidate.backend} candidate cannot run on the {config.device} device"
+    elif config.torch_fallback == "reject" and config.static_screen and (
             "torch_fallback" in sc.flags or "exception_fallback" in sc.flags):
-        return _verdict(res, Status.REJECTED, "uses PyTorch compute on the forward path: " + "; ".join(sc.notes))
+        early = Status.REJECTED, "uses PyTorch compute on the forward path: " + "; ".join(sc.notes)
+    if early is not None:
+        _verdict(res, *early)
+        prep.done = True
+        prep.seconds = time.monotonic() - t0
+        return prep
 
     # 2. seeds: secret unless the user fixed one for an exact re-run
     rng = random.Random(config.seed) if config.seed is not None else secrets.SystemRandom()
@@ -107,39 +147,121 @@ def _evaluate(problem: Problem, candidate: Candidate, config: EvalConfig, archiv
     # fresh inputs: one seed per call (warm-up calls first); else a few sets rotated
     timing_seeds = [draw() for _ in range(t.warmup + t.max_reps if t.fresh_inputs else t.input_sets)]
 
-    work = Path(tempfile.mkdtemp(prefix="ks-eval-"))
+    # 3. the workers' jobs, and the workers started
+    prep.work = work = Path(tempfile.mkdtemp(prefix="ks-eval-"))
+    prep.kernels = sc.kernels
     try:
-        return _run(problem, candidate, config, archive, res, work, init_seed, trial_seeds, timing_seeds, sc.kernels)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        cand_dir, judge_dir = work / "candidate", work / "judge"
+        out_dir = cand_dir / "out"
+        out_dir.mkdir(parents=True)
+        cand_path = cand_dir / f"{candidate.name or 'candidate'}.py"
+        cand_path.write_text(candidate.source)
+        common = _common_job(problem, config, init_seed, timing_seeds, out_dir)
+        prep.cand_job = {**common, "role": "candidate", "candidate_path": str(cand_path), "trial_seeds": trial_seeds,
+                         "backend": candidate.backend, "kernel_names": sc.kernels, "profile": config.profile}
+        prep.judge_job = {**common, "role": "judge", "atol": atol, "rtol": rtol,
+                          # the user's own tolerance is taken as given; the problem's is guarded against vacuity
+                          "guard_vacuous": config.atol is None and config.rtol is None,
+                          "check_trials": trial_seeds, "compile_baseline": config.compile_baseline}
+        lim = config.limits
+        prep.cand = Worker(prep.cand_job, cand_dir, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
+                           sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + lim.run_timeout_s,
+                           env_extra={"TORCH_EXTENSIONS_DIR": str(build_dir(config, candidate)), **config.worker_env()})
+        prep.judge = _judge_worker(prep.judge_job, judge_dir, config)
+    except BaseException:
+        prep.close()
+        raise
+    prep.seconds = time.monotonic() - t0
+    return prep
 
 
-def _run(problem, candidate, config, archive, res, work, init_seed, trial_seeds, timing_seeds, kernels) -> EvalResult:
+def _common_job(problem: Problem, config: EvalConfig, init_seed: int, timing_seeds: list[int], out_dir: Path) -> dict:
     from dataclasses import asdict
 
-    lim = config.limits
-    cand_dir, judge_dir = work / "candidate", work / "judge"
-    out_dir = cand_dir / "out"
-    out_dir.mkdir(parents=True)
-    cand_path = cand_dir / f"{candidate.name or 'candidate'}.py"
-    cand_path.write_text(candidate.source)
-    bdir = build_dir(config, candidate)
+    return {"device": config.device, "problem_path": str(problem.path), "init_seed": init_seed,
+            "timing_seeds": timing_seeds, "timing": asdict(config.timing), "out_dir": str(out_dir),
+            "distribution": config.distribution}
 
-    common = {
-        "device": config.device, "problem_path": str(problem.path), "init_seed": init_seed,
-        "timing_seeds": timing_seeds, "timing": asdict(config.timing), "out_dir": str(out_dir),
-        "distribution": config.distribution,
-    }
-    # 3. the candidate's own process: build, run, time
-    cand = run_worker(
-        {**common, "role": "candidate", "candidate_path": str(cand_path), "trial_seeds": trial_seeds,
-         "backend": candidate.backend, "kernel_names": kernels, "profile": config.profile},
-        cand_dir,
-        timeouts={"build": lim.build_timeout_s, "default": lim.run_timeout_s},
-        memory_bytes=lim.memory_bytes, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
-        sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + lim.run_timeout_s,
-        env_extra={"TORCH_EXTENSIONS_DIR": str(bdir), **config.worker_env()},
-    )
+
+def _judge_worker(paths_from: dict, judge_dir: Path, config: EvalConfig) -> Worker:
+    lim = config.limits
+    # the judge runs only trusted code, so torch.compile's caches may persist between runs
+    return Worker(paths_from, judge_dir, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
+                  sandbox=lim.sandbox, max_tasks=lim.max_tasks,
+                  env_extra={"TORCHINDUCTOR_CACHE_DIR": str(config.home / "judge-cache" / "inductor"),
+                             "TRITON_CACHE_DIR": str(config.home / "judge-cache" / "triton"), **config.worker_env()})
+
+
+def _run_judge(judge: Worker, job: dict, config: EvalConfig) -> WorkerOutcome:
+    return judge.run(job, timeouts={"default": config.limits.judge_timeout_s},
+                     memory_bytes=config.limits.memory_bytes * 2)
+
+
+def finish(prep: Prepared, archive: Archive | None = None) -> EvalResult:
+    """Run a prepared evaluation to its verdict and, with an archive, record it."""
+    t0 = time.monotonic()
+    try:
+        res = prep.res if prep.done else _run(prep, archive)
+    finally:
+        prep.close()
+    res.eval_s = prep.seconds + time.monotonic() - t0
+    if archive is not None:
+        archive.add_candidate(prep.candidate, prep.problem)
+        archive.add_evaluation(res)
+    return res
+
+
+def measure_baselines(problem: Problem, config: EvalConfig, archive: Archive,
+                      on_phase: Callable[[str], None] | None = None) -> bool:
+    """Time a problem's baselines now, by a judge with nothing to check, and cache them in the
+    archive: an executor gives this to a lane that would otherwise wait for builds. True if
+    they are cached afterwards."""
+    key = baseline_key(problem, config)
+    if archive.get_baseline(key) is not None:
+        return True
+    rng = secrets.SystemRandom() if config.seed is None else random.Random(config.seed)
+    t = config.timing
+    seeds = [rng.randrange(1, 2**31 - 1) for _ in range(1 + (t.warmup + t.max_reps if t.fresh_inputs else t.input_sets))]
+    with tempfile.TemporaryDirectory(prefix="ks-baselines-") as tmp:
+        out_dir = Path(tmp) / "out"
+        out_dir.mkdir()
+        job = {**_common_job(problem, config, seeds[0], seeds[1:], out_dir), "role": "judge", "atol": 0.0,
+               "rtol": 0.0, "check_trials": [], "check_spots": [], "baselines": True,
+               "compile_baseline": config.compile_baseline}
+        with _judge_worker(job, Path(tmp) / "judge", config) as judge:
+            judge.on_phase = on_phase
+            out = _run_judge(judge, job, config)
+    info = out.first("info") or {}
+    eager, compiled, compile_error = _baselines_from(out)
+    if out.first("done") is None or eager is None:
+        return False
+    archive.put_baseline(key, problem.id, config.device, str(info.get("device_name", "")),
+                         str(info.get("torch_version", "")), eager, compiled, compile_error)
+    return True
+
+
+def _baselines_from(judge: WorkerOutcome) -> tuple[TimingStats | None, TimingStats | None, str]:
+    eager = compiled = None
+    error = ""
+    for b in judge.events("baseline"):
+        stats = TimingStats.from_dict(b.get("stats"))
+        if b.get("kind") == "eager":
+            eager = stats
+        else:
+            compiled, error = stats, str(b.get("error", ""))
+    return eager, compiled, error
+
+
+def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
+    problem, candidate, config, res, kernels = prep.problem, prep.candidate, prep.config, prep.res, prep.kernels
+    assert prep.cand is not None and prep.judge is not None
+    lim = config.limits
+    bdir = build_dir(config, candidate)
+    trial_seeds = prep.cand_job["trial_seeds"]
+    timing_seeds = prep.cand_job["timing_seeds"]
+    # 4. the candidate's own process: build, run, time
+    cand = prep.cand.run(prep.cand_job, timeouts={"build": lim.build_timeout_s, "default": lim.run_timeout_s},
+                         memory_bytes=lim.memory_bytes)
     if cand.killed and cand.phase == "build":
         clear_locks(bdir)  # its holder is dead; the next build of this candidate must not wait
     res.output_excerpt = cand.output[-4000:]
@@ -172,23 +294,10 @@ def _run(problem, candidate, config, archive, res, work, init_seed, trial_seeds,
         res.candidate_timing = TimingStats.from_samples(samples)
         return _verdict(res, Status.REJECTED, too_fast)
 
-    # 4. the judge: reference outputs, comparisons, baselines
+    # 5. the judge: reference outputs, comparisons, baselines
     key = baseline_key(problem, config)
     cached = archive.get_baseline(key) if archive is not None else None
-    judge = run_worker(
-        {**common, "role": "judge", "atol": res.atol, "rtol": res.rtol,
-         # the user's own tolerance is taken as given; the problem's is guarded against vacuity
-         "guard_vacuous": config.atol is None and config.rtol is None,
-         "check_trials": trial_seeds, "check_spots": spots,
-         "baselines": cached is None, "compile_baseline": config.compile_baseline},
-        judge_dir,
-        timeouts={"default": lim.judge_timeout_s},
-        memory_bytes=lim.memory_bytes * 2, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
-        sandbox=lim.sandbox, max_tasks=lim.max_tasks,
-        # the judge runs only trusted code, so torch.compile's caches may persist between runs
-        env_extra={"TORCHINDUCTOR_CACHE_DIR": str(config.home / "judge-cache" / "inductor"),
-                   "TRITON_CACHE_DIR": str(config.home / "judge-cache" / "triton"), **config.worker_env()},
-    )
+    judge = _run_judge(prep.judge, {**prep.judge_job, "check_spots": spots, "baselines": cached is None}, config)
     if judge.first("done") is None:
         err = judge.first("error") or {}
         why = err.get("message") or judge.killed or f"exit code {judge.returncode}"
@@ -200,12 +309,7 @@ def _run(problem, candidate, config, archive, res, work, init_seed, trial_seeds,
     if cached is not None:
         res.eager_timing, res.compile_timing, res.compile_error = cached
     else:
-        for b in judge.events("baseline"):
-            stats = TimingStats.from_dict(b.get("stats"))
-            if b.get("kind") == "eager":
-                res.eager_timing = stats
-            else:
-                res.compile_timing, res.compile_error = stats, str(b.get("error", ""))
+        res.eager_timing, res.compile_timing, res.compile_error = _baselines_from(judge)
         if archive is not None and res.eager_timing is not None:
             archive.put_baseline(key, problem.id, config.device, res.device_name, res.torch_version,
                                  res.eager_timing, res.compile_timing, res.compile_error)

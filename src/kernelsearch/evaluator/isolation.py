@@ -351,6 +351,30 @@ def members(root: int, cgroup: PidsCgroup | None, table: dict | None = None) -> 
     return reaper.subtree(root, table) | {pid for pid, row in table.items() if row[1] == root}
 
 
+def stop_group(root: int, cgroup: PidsCgroup | None) -> None:
+    """SIGSTOP everything the worker started, until no new process appears (a stopped process
+    cannot fork): pausing a build while a lane times."""
+    stopped: set[int] = set()
+    quiet_scans = 0
+    for _ in range(100):
+        new = members(root, cgroup) - stopped
+        if not new:
+            quiet_scans += 1
+            if quiet_scans == 3:  # a child cloned just before its parent stopped shows up late
+                return
+            time.sleep(0.005)
+            continue
+        quiet_scans = 0
+        for pid in new:
+            reaper._signal(pid, signal.SIGSTOP)
+        stopped |= new
+
+
+def cont_group(root: int, cgroup: PidsCgroup | None) -> None:
+    for pid in members(root, cgroup):
+        reaper._signal(pid, signal.SIGCONT)
+
+
 def group_usage(root: int, cgroup: PidsCgroup | None) -> Usage:
     """Resident memory and task count of everything the worker started."""
     table = reaper.proc_table()

@@ -15,14 +15,16 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsearch.evaluator.builds import build_dir, clear_locks
 from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.sandbox import WorkerOutcome, run_worker
+from kernelsearch.evaluator.sandbox import Worker, WorkerOutcome
 from kernelsearch.evaluator.screen import screen
 
 BUILT_MARKER = ".ks-built"
@@ -54,8 +56,11 @@ def is_built(candidate: Candidate, config: EvalConfig) -> bool:
     return (config.builds_dir / candidate.id / BUILT_MARKER).is_file()
 
 
-def build_one(candidate: Candidate, config: EvalConfig, max_jobs: int = 1) -> BuildOutcome:
-    """Build one candidate in a sandboxed build worker (``max_jobs``: ninja's parallelism)."""
+def build_one(candidate: Candidate, config: EvalConfig, max_jobs: int = 1,
+              hold: Callable[[Worker], AbstractContextManager] | None = None) -> BuildOutcome:
+    """Build one candidate in a sandboxed build worker (``max_jobs``: ninja's parallelism).
+    ``hold``: a context the build runs in, given its worker (an executor pauses builds while
+    a lane times, ``executors/quiet.py``)."""
     lim = config.limits
     bdir = build_dir(config, candidate)
     t0 = time.monotonic()
@@ -63,16 +68,16 @@ def build_one(candidate: Candidate, config: EvalConfig, max_jobs: int = 1) -> Bu
         work = Path(tmp)
         path = work / f"{candidate.name or 'candidate'}.py"
         path.write_text(candidate.source)
-        out = run_worker(
-            {"role": "build", "device": config.device, "candidate_path": str(path)},
-            work,
-            timeouts={"default": lim.build_timeout_s},
-            memory_bytes=lim.memory_bytes, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
+        job = {"role": "build", "device": config.device, "candidate_path": str(path)}
+        worker = Worker(
+            job, work, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
             # the build phase's own deadline fires first, as in the evaluation's worker, so a
             # build that is too slow fails here with the reason the evaluation would give
             sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + 60,
             env_extra={"TORCH_EXTENSIONS_DIR": str(bdir), "MAX_JOBS": str(max(1, max_jobs))},
         )
+        with worker, (hold(worker) if hold is not None else nullcontext()):
+            out = worker.run(job, timeouts={"default": lim.build_timeout_s}, memory_bytes=lim.memory_bytes)
     if out.killed:
         clear_locks(bdir)
     ok = out.first("done") is not None

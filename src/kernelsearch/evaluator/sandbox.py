@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,66 +106,92 @@ def run_worker(
     (a worker that goes through many items, one phase each). ``sandbox`` is
     ``Limits.sandbox``; ``max_tasks`` caps processes plus threads of all the worker starts.
     """
-    workdir.mkdir(parents=True, exist_ok=True)
-    out = WorkerOutcome()
-    try:
-        mode = isolation.resolve(sandbox)
-    except isolation.SandboxUnavailable as e:
-        out.killed, out.output, out.isolation = "sandbox", str(e), sandbox
-        return out
-    cgroup = isolation.PidsCgroup.create(max_tasks)
-    out.isolation = mode + ("+cgroup" if cgroup else "+watchdog")
-    argv = [*(wrapper or []), sys.executable, "-m", "kernelsearch.evaluator.worker"]
-    if mode == "bwrap":
-        prefix = isolation.bwrap_args(workdir, _writable_dirs(env_extra), isolation.job_paths(job))
-        deathsig = signal.SIGKILL  # bwrap's --die-with-parent and PID namespace do the rest
-    else:
-        prefix, deathsig = isolation.reaper_args(), signal.SIGTERM
-        isolation.protect_parent()
-    read_fd, write_fd = os.pipe()
-    try:
-        proc = subprocess.Popen(
-            [*prefix, *argv, str(write_fd)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=workdir,
-            env=scrubbed_env(workdir, env_extra),
-            pass_fds=(write_fd,),
-            preexec_fn=isolation.make_preexec(file_bytes, isolation.cpu_seconds(total_s), cgroup, deathsig),
-        )
-    except BaseException:
-        os.close(read_fd)
-        if cgroup is not None:
-            cgroup.remove()
-        raise
-    finally:
-        os.close(write_fd)
-    start = time.monotonic()
-    lock = threading.Lock()
-    state = {"phase": "start", "since": start, "killed": ""}
+    w = Worker(job, workdir, output_bytes=output_bytes, file_bytes=file_bytes, env_extra=env_extra,
+               wrapper=wrapper, sandbox=sandbox, max_tasks=max_tasks, total_s=total_s)
+    return w.run(job, timeouts, memory_bytes)
 
-    def kill(why: str) -> None:
-        with lock:
-            if not state["killed"]:
-                state["killed"] = why
-        isolation.kill_all(proc.pid, cgroup, root_alive=proc.returncode is None)
 
-    head, tail = bytearray(), bytearray()
-    printed = [0]
+class Worker:
+    """A worker process started ahead of its job: it imports torch, then waits for the job on
+    stdin. Starting one while other work runs takes the interpreter's and torch's start-up off
+    the critical path; nothing of the job (no candidate code) runs before ``run``.
 
-    def read_output() -> None:
-        assert proc.stdout is not None
-        while chunk := proc.stdout.read1(1 << 16):
-            printed[0] += len(chunk)
+    ``paths_from`` is the job, or a draft of it holding every path the job will name (the
+    sandbox mounts those at start). ``close`` kills a worker that was never run."""
+
+    def __init__(self, paths_from: dict, workdir: Path, *, output_bytes: int, file_bytes: int,
+                 env_extra: dict[str, str] | None = None, wrapper: list[str] | None = None,
+                 sandbox: str = "auto", max_tasks: int = 4096, total_s: float | None = None) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.out = out = WorkerOutcome()
+        self.proc: subprocess.Popen | None = None
+        self.cgroup: isolation.PidsCgroup | None = None
+        self.max_tasks, self.total_s, self.output_bytes = max_tasks, total_s, output_bytes
+        self._done = False
+        # told each phase the worker announces, then "" when it has ended (executors pause
+        # builds while a lane is in its "timing" phase)
+        self.on_phase: Callable[[str], None] | None = None
+        try:
+            self.mode = isolation.resolve(sandbox)
+        except isolation.SandboxUnavailable as e:
+            out.killed, out.output, out.isolation = "sandbox", str(e), sandbox
+            return
+        self.cgroup = cgroup = isolation.PidsCgroup.create(max_tasks)
+        out.isolation = self.mode + ("+cgroup" if cgroup else "+watchdog")
+        argv = [*(wrapper or []), sys.executable, "-m", "kernelsearch.evaluator.worker"]
+        if self.mode == "bwrap":
+            prefix = isolation.bwrap_args(workdir, _writable_dirs(env_extra), isolation.job_paths(paths_from))
+            deathsig = signal.SIGKILL  # bwrap's --die-with-parent and PID namespace do the rest
+        else:
+            prefix, deathsig = isolation.reaper_args(), signal.SIGTERM
+            isolation.protect_parent()
+        read_fd, write_fd = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [*prefix, *argv, str(write_fd)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=workdir,
+                env=scrubbed_env(workdir, env_extra),
+                pass_fds=(write_fd,),
+                preexec_fn=isolation.make_preexec(file_bytes, isolation.cpu_seconds(total_s), cgroup, deathsig),
+            )
+        except BaseException:
+            os.close(read_fd)
+            if cgroup is not None:
+                cgroup.remove()
+            raise
+        finally:
+            os.close(write_fd)
+        self._lock = threading.Lock()
+        self._state = {"phase": "start", "since": time.monotonic(), "killed": ""}
+        self._head, self._tail, self._printed = bytearray(), bytearray(), [0]
+        self._readers = [threading.Thread(target=self._read_output, daemon=True),
+                         threading.Thread(target=self._read_channel, args=(read_fd,), daemon=True)]
+        for t in self._readers:
+            t.start()
+
+    def _kill(self, why: str) -> None:
+        with self._lock:
+            if not self._state["killed"]:
+                self._state["killed"] = why
+        assert self.proc is not None
+        isolation.kill_all(self.proc.pid, self.cgroup, root_alive=self.proc.returncode is None)
+
+    def _read_output(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        head, tail = self._head, self._tail
+        while chunk := self.proc.stdout.read1(1 << 16):
+            self._printed[0] += len(chunk)
             if len(head) < _KEEP:
                 head.extend(chunk[: _KEEP - len(head)])
             tail.extend(chunk)
             del tail[:-_KEEP]
-            if printed[0] > output_bytes:
-                kill("output")
+            if self._printed[0] > self.output_bytes:
+                self._kill("output")
 
-    def read_channel() -> None:
+    def _read_channel(self, read_fd: int) -> None:
         buf = b""
         with os.fdopen(read_fd, "rb", buffering=0) as f:
             while chunk := f.read(1 << 16):
@@ -176,58 +203,124 @@ def run_worker(
                         if not isinstance(msg, dict):
                             raise ValueError("not an object")
                     except ValueError:
-                        kill("channel")
+                        self._kill("channel")
                         return
-                    with lock:
-                        out.messages.append(msg)
+                    with self._lock:
+                        self.out.messages.append(msg)
                         if msg.get("event") == "phase":
-                            state["phase"] = str(msg.get("phase"))
-                            state["since"] = time.monotonic()
+                            self._state["phase"] = str(msg.get("phase"))
+                            self._state["since"] = time.monotonic()
+                    if msg.get("event") == "phase":
+                        self._tell(str(msg.get("phase")))
                 if len(buf) > _MAX_MESSAGE:
-                    kill("channel")
+                    self._kill("channel")
                     return
 
-    readers = [threading.Thread(target=read_output, daemon=True), threading.Thread(target=read_channel, daemon=True)]
-    for t in readers:
-        t.start()
-    try:
-        assert proc.stdin is not None
-        proc.stdin.write(json.dumps(job).encode())
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass
-    while proc.poll() is None:
-        time.sleep(0.1)
-        with lock:
-            phase, since = state["phase"], state["since"]
-        limit = timeouts.get(phase, timeouts["default"])
-        now = time.monotonic()
-        if now - since > limit:
-            kill(f"timeout:{phase}")
-        elif total_s is not None and now - start > total_s:
-            kill("timeout:total")
-        else:
-            usage = isolation.group_usage(proc.pid, cgroup)
-            if usage.tasks > max_tasks or (cgroup is not None and cgroup.limit_hit()):
-                kill("processes")
-            elif usage.rss > memory_bytes and isolation.group_pss(proc.pid, cgroup) > memory_bytes:
-                kill("memory")
-    if cgroup is not None and cgroup.limit_hit() and not state["killed"]:
-        state["killed"] = "processes"  # a refused fork, even if the worker then exited by itself
-    isolation.kill_all(proc.pid, cgroup, root_alive=False)  # what the worker left behind dies too
-    if cgroup is not None:
-        cgroup.remove()
-    for t in readers:
-        t.join(timeout=5)
-    out.returncode = isolation.bwrap_returncode(proc.returncode) if mode == "bwrap" else proc.returncode
-    out.killed = state["killed"]
-    out.phase = state["phase"]
-    out.wall_s = time.monotonic() - start
-    text = bytes(head).decode(errors="replace")
-    if printed[0] > len(head):
-        skipped = printed[0] - len(head) - len(tail)
-        if skipped > 0:
-            text += f"\n[... {skipped} bytes not kept ...]\n"
-        text += bytes(tail[-max(0, printed[0] - len(head)):]).decode(errors="replace")
-    out.output = text
-    return out
+    def _tell(self, phase: str) -> None:
+        if self.on_phase is not None:
+            try:
+                self.on_phase(phase)
+            except Exception:  # noqa: BLE001 - a listener's failure must not stop the worker's reader
+                pass
+
+    def pause(self) -> None:
+        """Stop the worker and all it started (SIGSTOP); ``resume`` lets them go on."""
+        if self.proc is not None and self.proc.poll() is None:
+            isolation.stop_group(self.proc.pid, self.cgroup)
+
+    def resume(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            isolation.cont_group(self.proc.pid, self.cgroup)
+
+    def run(self, job: dict, timeouts: dict[str, float], memory_bytes: int) -> WorkerOutcome:
+        """Hand the worker its job and watch it until it exits or is killed; once only.
+        Deadlines count from here, not from the start."""
+        if self._done:
+            raise RuntimeError("a worker runs one job")
+        self._done = True
+        if self.proc is None or getattr(self, "_state", None) is None:
+            return self.out  # the sandbox could not start: ``killed`` says so
+        try:
+            return self._watch(job, timeouts, memory_bytes)
+        finally:
+            self._tell("")
+            self.on_phase = None
+
+    def _watch(self, job: dict, timeouts: dict[str, float], memory_bytes: int) -> WorkerOutcome:
+        out, proc, cgroup, state = self.out, self.proc, self.cgroup, self._state
+        assert proc is not None
+        start = time.monotonic()
+        with self._lock:
+            state["since"] = max(state["since"], start)
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(job).encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        while proc.poll() is None:
+            time.sleep(0.1)
+            with self._lock:
+                phase, since = state["phase"], state["since"]
+            limit = timeouts.get(phase, timeouts["default"])
+            now = time.monotonic()
+            if now - since > limit:
+                self._kill(f"timeout:{phase}")
+            elif self.total_s is not None and now - start > self.total_s:
+                self._kill("timeout:total")
+            else:
+                usage = isolation.group_usage(proc.pid, cgroup)
+                if usage.tasks > self.max_tasks or (cgroup is not None and cgroup.limit_hit()):
+                    self._kill("processes")
+                elif usage.rss > memory_bytes and isolation.group_pss(proc.pid, cgroup) > memory_bytes:
+                    self._kill("memory")
+        if cgroup is not None and cgroup.limit_hit() and not state["killed"]:
+            state["killed"] = "processes"  # a refused fork, even if the worker then exited by itself
+        self._reap()
+        out.returncode = isolation.bwrap_returncode(proc.returncode) if self.mode == "bwrap" else proc.returncode
+        out.killed = state["killed"]
+        out.phase = state["phase"]
+        out.wall_s = time.monotonic() - start
+        printed, head, tail = self._printed[0], self._head, self._tail
+        text = bytes(head).decode(errors="replace")
+        if printed > len(head):
+            skipped = printed - len(head) - len(tail)
+            if skipped > 0:
+                text += f"\n[... {skipped} bytes not kept ...]\n"
+            text += bytes(tail[-max(0, printed - len(head)):]).decode(errors="replace")
+        out.output = text
+        return out
+
+    def _reap(self) -> None:
+        assert self.proc is not None
+        isolation.kill_all(self.proc.pid, self.cgroup, root_alive=False)  # what the worker left behind dies too
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+        for t in self._readers:
+            t.join(timeout=5)
+
+    def close(self) -> None:
+        """Kill a worker that was started and never run (a no-op after ``run``)."""
+        if self._done or self.proc is None:
+            return
+        self._done = True
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        isolation.kill_all(self.proc.pid, self.cgroup, root_alive=self.proc.poll() is None)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - kill_all sent SIGKILL
+            pass
+        self._reap()
+        self._tell("")
+        self.on_phase = None
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

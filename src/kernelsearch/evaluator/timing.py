@@ -79,8 +79,11 @@ def time_calls(
         return i % n_sets, input_sets[i % n_sets]
 
     with torch.no_grad():
-        for i in range(cfg.warmup):
-            _, args = args_for(i)
+        warm_until = _wall() + cfg.warmup_ms / 1000
+        i = 0
+        while i < cfg.warmup or (cfg.warmup > 0 and _wall() < warm_until and i < 100_000):
+            _, args = args_for(i % cfg.warmup)
+            i += 1
             if before is not None:
                 before()
             out = fn(*args)

@@ -232,8 +232,10 @@ def run_candidate(job: dict, ch: Channel) -> None:
         phase = "timing"
         tcfg = TimingConfig(**job["timing"])
         sets, inputs_for = _timing_inputs(problem, job, tcfg)
+        ch.send("phase", phase="timing")  # an executor keeps compilers paused until the next phase
         run = time_calls(model, sets, device, tcfg, spot_checks=tcfg.spot_checks, inputs_for=inputs_for,
                          before=before_timed, after=after_timed)
+        ch.send("phase", phase="run")
         finish()
         spots = []
         for j, (k, out) in enumerate(run.spot_outputs):
@@ -373,6 +375,7 @@ def run_judge(job: dict, ch: Channel) -> None:
     if job.get("baselines"):
         tcfg = TimingConfig(**job["timing"])
         sets, inputs_for = _timing_inputs(problem, job, tcfg)
+        ch.send("phase", phase="timing")
         eager = time_calls(model, sets, device, tcfg, inputs_for=inputs_for)
         ch.send("baseline", kind="eager", stats=TimingStats.from_samples(eager.samples_ms).to_dict())
         if job.get("compile_baseline"):
@@ -388,10 +391,11 @@ def run_judge(job: dict, ch: Channel) -> None:
 def main(argv: list[str]) -> int:
     ch = Channel(int(argv[1]))
     try:
+        # torch first: a worker started ahead of its job (sandbox.Worker) spends its wait here
+        import torch
+
         job = json.loads(sys.stdin.read())
         if job.get("device") == "cpu" and os.environ.get("OMP_NUM_THREADS", "").isdigit():
-            import torch
-
             torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
         if job["role"] == "candidate":
             run_candidate(job, ch)

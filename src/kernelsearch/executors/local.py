@@ -4,9 +4,18 @@
   (evaluator/prebuild.py); the pool is pinned to the cores the lanes do not reserve, so
   compilers never share a core with a CPU timing, and leave a GPU lane's launching core alone.
 - Each lane evaluates one candidate at a time (``evaluate``: candidate worker, then judge), its
-  workers pinned to the lane's GPU through ``EvalConfig.gpu`` (CUDA_VISIBLE_DEVICES). Timing
-  therefore never shares a GPU. On the CPU device there is one lane by default, pinned to its
-  own cores (``cpu_threads`` of them), as timing must not share cores either.
+  workers pinned to the lane's GPU through ``EvalConfig.gpu`` (CUDA_VISIBLE_DEVICES) and to
+  cores of its own, which no compiler uses. Timing therefore never shares a GPU. On the CPU
+  device there is one lane by default, pinned to its own cores (``cpu_threads`` of them), as
+  timing must not share cores either.
+- On a GPU, a lane prepares its next job while the current one runs (``evaluate.prepare``:
+  its two workers start and import torch, no candidate code runs), so interpreter and torch
+  start-up leave the critical path.
+- While any lane times (its worker's "timing" phase), every build is paused
+  (``executors/quiet.py``), so timings do not depend on what the build pool is doing.
+- A lane with nothing ready (builds still running) does what later evaluations would do on
+  the critical path: it times the baselines of submitted problems (``measure_baselines``)
+  and measures the device's roofline ceilings.
 - A built (or build-free) job waits in one queue for the next free lane, in the order builds
   finish. Until a problem's baselines are in the archive only one of its jobs runs at a time,
   so they are timed once, as in a serial loop, and every later result uses the same ones.
@@ -28,12 +37,35 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from kernelsearch.archive.db import Archive
+from kernelsearch.evaluator.ceilings import ceilings
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.evaluate import baseline_key, evaluate
+from kernelsearch.evaluator.evaluate import (
+    Prepared,
+    baseline_key,
+    evaluate,
+    finish,
+    host_device_name,
+    measure_baselines,
+    prepare,
+)
 from kernelsearch.evaluator.prebuild import BuildOutcome, build_one, is_built, needs_build
 from kernelsearch.evaluator.records import EvalResult
 from kernelsearch.executors.base import EvaluateFn, Executor, Finished, Job, _Fatal, crashed_result
 from kernelsearch.executors.common import failed_build_result, pin_thread, usable_cpus
+from kernelsearch.executors.quiet import QuietTiming
+from kernelsearch.problems.loader import Problem
+
+GPU_LANE_CORES = 3  # a GPU lane's own cores: its launching process, the next job's workers starting
+
+
+@dataclass
+class _Warmup:
+    """Work for an idle lane that a later evaluation would otherwise do on the critical path."""
+
+    kind: str  # "baselines" or "ceilings"
+    config: EvalConfig
+    problem: Problem | None = None
+    bkey: str | None = None
 
 
 def visible_gpus() -> list[int]:
@@ -65,10 +97,14 @@ class LocalExecutor(Executor):
 
     def __init__(self, archive: Archive | None = None, evaluate_fn: EvaluateFn = evaluate, *,
                  gpus: Sequence[int] | None = None, lanes: int | None = None, build_jobs: int | None = None,
-                 dedup: bool | None = None, pin: bool = True) -> None:
+                 dedup: bool | None = None, pin: bool = True, prefetch: bool | None = None,
+                 warmups: bool | None = None) -> None:
         """``gpus``: the visible GPUs to use (default all); ``lanes``: CPU-device lanes (default 1);
         ``build_jobs``: parallel builds (default: the cores no lane reserves); ``pin``: set CPU
-        affinity of lanes and builds."""
+        affinity of lanes and builds; ``prefetch``: prepare a lane's next job during the current
+        one (default: on a GPU; on the CPU the starting workers would share the timed cores);
+        ``warmups``: idle lanes time baselines and ceilings ahead (default on). Both need the
+        real evaluator."""
         super().__init__(archive, evaluate_fn, dedup)
         self._gpus = list(gpus) if gpus is not None else None
         self._cpu_lanes = lanes
@@ -86,6 +122,16 @@ class LocalExecutor(Executor):
         self._running_bkeys: Counter[str] = Counter()
         self._known_bkeys: set[str] = set()
         self._stopping = False
+        real = evaluate_fn is evaluate
+        self._prefetch_opt = prefetch
+        self._prefetch = False  # decided at set-up, by device
+        self._warmups = real and (warmups is None or warmups)
+        if not real and (prefetch or warmups):
+            raise ValueError("prefetch and warm-ups need the real evaluator")
+        self._warm: dict[str, tuple[Problem, EvalConfig]] = {}  # problems whose baselines an idle lane may time
+        self._ceilings_cfg: EvalConfig | None = None  # ceilings still to measure, with these settings
+        self._waiting = 0  # lanes blocked waiting for work
+        self._quiet = QuietTiming() if real else None
 
     # -- set-up ---------------------------------------------------------------------------
     def _setup(self, config: EvalConfig) -> None:
@@ -95,15 +141,21 @@ class LocalExecutor(Executor):
             gpus = self._gpus if self._gpus is not None else visible_gpus()
             if not gpus:
                 raise RuntimeError("the local executor found no GPU for a cuda evaluation")
-            # each GPU lane keeps one core free of compilers (its process launches the kernels)
-            reserved = cpus[: len(gpus)] if len(cpus) > len(gpus) else []
-            self.lanes = [Lane(i, g) for i, g in enumerate(gpus)]
+            # each GPU lane keeps cores free of compilers (its process launches the kernels)
+            per = GPU_LANE_CORES if len(cpus) >= 2 * GPU_LANE_CORES * len(gpus) else 1
+            reserved = cpus[: per * len(gpus)] if len(cpus) > per * len(gpus) else []
+            self.lanes = [Lane(i, g, reserved[i * per:(i + 1) * per] if self._pin else [])
+                          for i, g in enumerate(gpus)]
         else:
             n = max(1, self._cpu_lanes or 1)
             per = max(1, config.cpu_threads)
             reserved = cpus[: n * per] if len(cpus) > n * per else []
             self.lanes = [Lane(i, None, reserved[i * per:(i + 1) * per] if reserved and self._pin else [])
                           for i in range(n)]
+        self._prefetch = self._prefetch_opt if self._prefetch_opt is not None else (
+            config.device == "cuda" and self.evaluate_fn is evaluate)
+        if self._warmups and self.archive is not None:
+            self._ceilings_cfg = config
         self._build_cpus = [c for c in cpus if c not in reserved] or cpus
         jobs = self._build_jobs or len(self._build_cpus)
         pin = self._build_cpus if self._pin and reserved else None
@@ -123,7 +175,11 @@ class LocalExecutor(Executor):
             self._setup(job.config)
         elif job.config.device != self._device:
             raise ValueError(f"this executor evaluates on {self._device}, not {job.config.device}")
-        self._bkeys[job.seq] = baseline_key(job.problem, job.config) if self.archive is not None else None
+        bk = baseline_key(job.problem, job.config) if self.archive is not None else None
+        self._bkeys[job.seq] = bk
+        if bk is not None and self._warmups:
+            with self._cv:
+                self._warm.setdefault(bk, (job.problem, job.config))
         if not needs_build(job.candidate, job.config):
             self._enqueue(job)
             return
@@ -146,7 +202,8 @@ class LocalExecutor(Executor):
                 return BuildOutcome(job.candidate.id, True, cached=True)
             with self._cv:  # spare cores let ninja compile a CUDA extension's two files at once
                 share = max(1, len(self._build_cpus) // max(1, self._active_builds))
-            out = build_one(job.candidate, job.config, max_jobs=min(2, share))
+            hold = self._quiet.building if self._quiet is not None else None
+            out = build_one(job.candidate, job.config, max_jobs=min(2, share), hold=hold)
             with self._lock:
                 self.stats.builds += 1
             return out
@@ -179,21 +236,44 @@ class LocalExecutor(Executor):
             self._cv.notify_all()
 
     # -- lanes ------------------------------------------------------------------------------
-    def _take(self) -> Job | None:
+    def _take(self, block: bool = True) -> Job | _Warmup | None:
         """The first queued job a lane may run now: one whose problem's baselines are cached,
-        or whose problem has no job running."""
+        or whose problem has no job running. With nothing to run, warm-up work, else wait.
+        ``block`` False (a lane looking ahead): a job only if no lane is waiting for one."""
         with self._cv:
             while True:
                 if self._stopping:
                     return None
-                for i, job in enumerate(self._ready):
-                    bk = self._bkeys.get(job.seq)
-                    if bk is None or self._running_bkeys[bk] == 0 or self._baselines_known(bk):
-                        del self._ready[i]
-                        if bk is not None:
-                            self._running_bkeys[bk] += 1
-                        return job
+                if block or self._waiting == 0:
+                    for i, job in enumerate(self._ready):
+                        bk = self._bkeys.get(job.seq)
+                        if bk is None or self._running_bkeys[bk] == 0 or self._baselines_known(bk):
+                            del self._ready[i]
+                            if bk is not None:
+                                self._running_bkeys[bk] += 1
+                            return job
+                if not block:
+                    return None
+                warm = self._warmup_work()
+                if warm is not None:
+                    return warm
+                self._waiting += 1
                 self._cv.wait()
+                self._waiting -= 1
+
+    def _warmup_work(self) -> _Warmup | None:
+        """Baselines of a submitted problem nobody is evaluating yet, then the ceilings."""
+        for bk, (problem, cfg) in list(self._warm.items()):
+            if self._running_bkeys[bk]:
+                continue
+            del self._warm[bk]
+            if not self._baselines_known(bk):
+                self._running_bkeys[bk] += 1
+                return _Warmup("baselines", cfg, problem, bk)
+        if self._ceilings_cfg is not None:
+            cfg, self._ceilings_cfg = self._ceilings_cfg, None
+            return _Warmup("ceilings", cfg)
+        return None
 
     def _baselines_known(self, bk: str) -> bool:
         if bk in self._known_bkeys:
@@ -205,21 +285,35 @@ class LocalExecutor(Executor):
 
     def _release(self, job: Job) -> None:
         """A job left its lane: its problem's slot is free again."""
-        bk = self._bkeys.pop(job.seq, None)
+        self._release_key(self._bkeys.pop(job.seq, None))
+
+    def _release_key(self, bk: str | None) -> None:
         with self._cv:
             if bk is not None:
                 self._running_bkeys[bk] -= 1
             self._cv.notify_all()
 
     def _lane_main(self, lane: Lane) -> None:
+        ahead: tuple[Job, Prepared | None] | None = None  # the next job, prepared while this one runs
         try:
             pin_thread(lane.cpus)
             while True:
-                job = self._take()
-                if job is None:
-                    return
+                if ahead is not None and not self._stopping:
+                    (job, prep), ahead = ahead, None
+                else:
+                    item = self._take()
+                    if item is None:
+                        return
+                    if isinstance(item, _Warmup):
+                        self._warm_up(lane, item)
+                        continue
+                    job, prep = item, None
                 lane.current = job
-                fin = self._evaluate_on(lane, job)
+                if self._prefetch:
+                    nxt = self._take(block=False)
+                    if nxt is not None:
+                        ahead = (nxt, self._prepare_quietly(lane, nxt))
+                fin = self._evaluate_on(lane, job, prep)
                 lane.current = None
                 self._release(job)
                 if fin is None:  # a fatal exception: this lane stops, the caller is told
@@ -231,6 +325,13 @@ class LocalExecutor(Executor):
                 self._release(job)
                 res = crashed_result(job, f"evaluation lane {lane.label} died: {type(e).__name__}: {e}", lane.gpu)
                 self._done.put(Finished(job, res, self._safe_record(job, res)))
+            if ahead is not None:  # back to the queue: the lane that replaces this one takes it
+                nxt, prep = ahead
+                ahead = None
+                if prep is not None:
+                    prep.close()
+                self._release_key(self._bkeys.get(nxt.seq))
+                self._enqueue(nxt)
             lane.deaths += 1
             if lane.deaths > 3:  # something is broken for good: stop, and say so to the caller
                 with self._cv:
@@ -239,11 +340,48 @@ class LocalExecutor(Executor):
                 self._done.put(_Fatal(RuntimeError(f"evaluation lane {lane.label} keeps dying: {e!r}")))
             elif not self._stopping:
                 self._spawn(lane)
+        finally:
+            if ahead is not None:  # stopping: the prepared workers die, the job stays undone
+                if ahead[1] is not None:
+                    ahead[1].close()
+                self._release(ahead[0])
 
-    def _evaluate_on(self, lane: Lane, job: Job) -> Finished | None:
-        cfg = job.config if lane.gpu is None else job.config.with_(gpu=lane.gpu)
+    def _lane_config(self, lane: Lane, job: Job) -> EvalConfig:
+        return job.config if lane.gpu is None else job.config.with_(gpu=lane.gpu)
+
+    def _prepare_quietly(self, lane: Lane, job: Job) -> Prepared | None:
+        """Prepare a job ahead; None if that fails (its evaluation then prepares it and says why)."""
         try:
-            res = self.evaluate_fn(job.problem, job.candidate, cfg, self.archive)
+            return prepare(job.problem, job.candidate, self._lane_config(lane, job))
+        except Exception:  # noqa: BLE001
+            return None
+
+    def _warm_up(self, lane: Lane, w: _Warmup) -> None:
+        """Idle-lane work; a failure only means the evaluations do it themselves."""
+        cfg = w.config if lane.gpu is None else w.config.with_(gpu=lane.gpu)
+        try:
+            if w.kind == "baselines" and w.problem is not None and self.archive is not None:
+                listen = self._quiet.listener() if self._quiet is not None else None
+                if measure_baselines(w.problem, cfg, self.archive, listen):
+                    with self._lock:
+                        self.stats.warmups += 1
+            elif w.kind == "ceilings" and ceilings(cfg, host_device_name(cfg.device)) is not None:
+                with self._lock:
+                    self.stats.warmups += 1
+        except Exception:  # noqa: BLE001
+            pass
+        finally:
+            self._release_key(w.bkey)
+
+    def _evaluate_on(self, lane: Lane, job: Job, prep: Prepared | None = None) -> Finished | None:
+        cfg = self._lane_config(lane, job)
+        try:
+            if self._quiet is not None:  # the real evaluator: its workers tell when they time
+                prep = prep or prepare(job.problem, job.candidate, cfg)
+                prep.listen(self._quiet.listener)
+                res = finish(prep, self.archive)
+            else:
+                res = self.evaluate_fn(job.problem, job.candidate, cfg, self.archive)
             eid = (self.archive.latest_evaluation_id(job.candidate.id, cfg.device)
                    if self.archive is not None else None)
         except Exception as e:  # noqa: BLE001 - a harness failure is this job's result, not the run's end
@@ -261,6 +399,8 @@ class LocalExecutor(Executor):
         with self._lock:
             self.stats.evaluated += 1
             self.stats.lanes_used.add(lane.label)
+            if self._quiet is not None:
+                self.stats.builds_paused_s = self._quiet.paused_s
         return Finished(job, res, eid)
 
     def _safe_record(self, job: Job, res: EvalResult) -> int | None:
