@@ -138,14 +138,8 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
         return prep
 
     # 2. seeds: secret unless the user fixed one for an exact re-run
-    rng = random.Random(config.seed) if config.seed is not None else secrets.SystemRandom()
     res.seed = config.seed
-    draw = lambda: rng.randrange(1, 2**31 - 1)  # noqa: E731
-    init_seed = draw()
-    trial_seeds = [draw() for _ in range(config.trials)]
-    t = config.timing
-    # fresh inputs: one seed per call (warm-up calls first); else a few sets rotated
-    timing_seeds = [draw() for _ in range(t.warmup + t.max_reps if t.fresh_inputs else t.input_sets)]
+    init_seed, trial_seeds, timing_seeds = _draw_seeds(config, config.trials)
 
     # 3. the workers' jobs, and the workers started
     prep.work = work = Path(tempfile.mkdtemp(prefix="ks-eval-"))
@@ -173,6 +167,18 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
         raise
     prep.seconds = time.monotonic() - t0
     return prep
+
+
+def _draw_seeds(config: EvalConfig, trials: int) -> tuple[int, list[int], list[int]]:
+    """Model-init, trial and timing seeds: secret unless the user fixed one for an exact
+    re-run. Fresh inputs take one timing seed per call (warm-up calls first); else a few sets
+    rotated."""
+    rng = random.Random(config.seed) if config.seed is not None else secrets.SystemRandom()
+    draw = lambda: rng.randrange(1, 2**31 - 1)  # noqa: E731
+    init_seed = draw()
+    trial_seeds = [draw() for _ in range(trials)]
+    t = config.timing
+    return init_seed, trial_seeds, [draw() for _ in range(t.warmup + t.max_reps if t.fresh_inputs else t.input_sets)]
 
 
 def _common_job(problem: Problem, config: EvalConfig, init_seed: int, timing_seeds: list[int], out_dir: Path) -> dict:
@@ -219,13 +225,11 @@ def measure_baselines(problem: Problem, config: EvalConfig, archive: Archive,
     key = baseline_key(problem, config)
     if archive.get_baseline(key) is not None:
         return True
-    rng = secrets.SystemRandom() if config.seed is None else random.Random(config.seed)
-    t = config.timing
-    seeds = [rng.randrange(1, 2**31 - 1) for _ in range(1 + (t.warmup + t.max_reps if t.fresh_inputs else t.input_sets))]
+    init_seed, _, timing_seeds = _draw_seeds(config, 0)
     with tempfile.TemporaryDirectory(prefix="ks-baselines-") as tmp:
         out_dir = Path(tmp) / "out"
         out_dir.mkdir()
-        job = {**_common_job(problem, config, seeds[0], seeds[1:], out_dir), "role": "judge", "atol": 0.0,
+        job = {**_common_job(problem, config, init_seed, timing_seeds, out_dir), "role": "judge", "atol": 0.0,
                "rtol": 0.0, "check_trials": [], "check_spots": [], "baselines": True,
                "compile_baseline": config.compile_baseline}
         with _judge_worker(job, Path(tmp) / "judge", config) as judge:
