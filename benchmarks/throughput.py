@@ -7,7 +7,8 @@ evaluate the same candidates with the same settings, in this one process:
 
 - serial: for each candidate, ``evaluate`` with a fresh build directory (no build cache, no
   dedup): build, check and time, one after another. Baselines are cached per problem in the
-  archive as ``evaluate`` always does, and the device's roofline ceilings are measured once
+  archive as ``evaluate`` always does (torch.compile's, when asked for; eager is timed in every
+  evaluation), and the device's roofline ceilings are measured once
   before either half (untimed) and shared, so only what the pipeline adds differs.
 - pipeline: the executor (``--executor``, default local) from an empty build cache: builds in
   a pool, identical candidates once, failed builds answered without a lane, one lane per GPU.
@@ -21,6 +22,9 @@ ranges (speedup times one plus or minus its spread, ``metrics.fastp.speedup_spre
     python benchmarks/throughput.py --device cuda --gpus 0,1 --set full   # both GPUs
     python benchmarks/throughput.py --only serial --json s.json       # halves in separate calls,
     python benchmarks/throughput.py --only pipeline --against s.json  # ratio printed by the second
+    python benchmarks/throughput.py --only serial --part 1/2 --json s1.json   # the serial half in
+    python benchmarks/throughput.py --only serial --part 2/2 --json s2.json   # parts (its walls add
+    python benchmarks/throughput.py --only pipeline --against s1.json s2.json # up), for call limits
 """
 
 from __future__ import annotations
@@ -190,18 +194,38 @@ def config_for(device: str, compile_baseline: bool) -> EvalConfig:
     )
 
 
-def run_serial(items: list[Item], problems: dict, config: EvalConfig, work: Path, console: Console) -> dict:
+def run_serial(items: list[Item], problems: dict, config: EvalConfig, work: Path, console: Console,
+               part: tuple[int, int] = (1, 1)) -> dict:
+    """The naive loop; ``part`` (k, n) evaluates only the k-th of n contiguous slices."""
+    k, n = part
+    lo, hi = (k - 1) * len(items) // n, k * len(items) // n
     results = []
     t0 = time.monotonic()
     with Archive(work / "serial.sqlite") as archive:
-        for i, it in enumerate(items):
+        for i, it in enumerate(items[lo:hi], start=lo):
             cfg = config.with_(home=work / "serial" / f"{i:02d}")  # a fresh build cache each time
             _share_ceilings(work, cfg.home)
             t = time.monotonic()
             r = evaluate(load_problem(problems[it.problem]), it.candidate, cfg, archive)
             console.print(f"  serial   {it.label:34s} {r.status.value:14s} {time.monotonic() - t:6.1f} s")
             results.append(r)
-    return _half("serial", items, results, time.monotonic() - t0, {})
+    half = _half("serial", items[lo:hi], results, time.monotonic() - t0, {})
+    half["indices"] = list(range(lo, hi))
+    return half
+
+
+def merge_serial(parts: list[dict], n_items: int) -> dict:
+    """Serial halves run in parts (``--part``), as one: walls add up, results by index."""
+    results: list = [None] * n_items
+    for p in parts:
+        for i, r in zip(p.get("indices", range(n_items)), p["results"], strict=True):
+            results[i] = r
+    missing = [i for i, r in enumerate(results) if r is None]
+    if missing:
+        raise SystemExit(f"the serial parts given lack candidates {missing}")
+    wall = sum(p["wall_s"] for p in parts)
+    return {"name": "serial", "wall_s": wall, "candidates": n_items, "per_hour": 3600 * n_items / wall,
+            "stats": {}, "results": results, "parts": len(parts)}
 
 
 def run_pipeline(items: list[Item], problems: dict, config: EvalConfig, work: Path, console: Console,
@@ -254,7 +278,7 @@ def _half(name: str, items: list[Item], results: list, wall: float, stats: dict)
         "results": [{"label": it.label, "kind": it.kind, "status": r.status.value, "reason": r.reason,
                      "speedup_vs_eager": r.speedup_vs_eager, "spread": speedup_spread(r), "gpu": r.gpu,
                      "duplicate_of": r.duplicate_of, "eval_s": r.eval_s, "candidate_ms": r.candidate_ms,
-                     "eager_ms": r.eager_ms}
+                     "eager_ms": r.eager_ms, "phase_s": r.phase_s}
                     for it, r in zip(items, results, strict=True)],
     }
 
@@ -312,7 +336,9 @@ def main() -> int:
     ap.add_argument("--compile-baseline", action="store_true", help="also time torch.compile (off: quicker)")
     ap.add_argument("--no-dedup", action="store_true", help="pipeline without dedup (to measure what it saves)")
     ap.add_argument("--only", choices=["serial", "pipeline"], default=None)
-    ap.add_argument("--against", type=Path, default=None, help="JSON of the other half (from --only ... --json)")
+    ap.add_argument("--against", type=Path, nargs="+", default=None,
+                    help="JSON of the other half (from --only ... --json); serial parts may be several")
+    ap.add_argument("--part", default="1/1", help="with --only serial: K/N, the K-th of N slices of the set")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     ap.add_argument("--work", type=Path, default=None, help="scratch directory (default: a temp dir, removed)")
     args = ap.parse_args()
@@ -333,19 +359,26 @@ def main() -> int:
         device_line += f", {torch.cuda.device_count()} GPU(s) visible"
     console.print(f"{len(items)} candidates ({args.size} set) on {device_line}; work dir {work}")
     serial = pipeline = None
-    other = json.loads(args.against.read_text()) if args.against else {}
+    others = [json.loads(p.read_text()) for p in args.against or []]
+    part = tuple(int(x) for x in args.part.split("/"))
+    if len(part) != 2 or not 1 <= part[0] <= part[1] or (part != (1, 1) and args.only != "serial"):
+        ap.error("--part K/N needs 1 <= K <= N and --only serial")
     measure_ceilings(config, work)
     try:
         if args.only in (None, "serial"):
-            serial = run_serial(items, problems, config, work, console)
+            serial = run_serial(items, problems, config, work, console, part)
         if args.only in (None, "pipeline"):
             pipeline = run_pipeline(items, problems, config, work, console, args.executor, gpus, args.build_jobs,
                                     args.ray_address, dedup=not args.no_dedup)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    serial = serial or other.get("serial")
-    pipeline = pipeline or other.get("pipeline")
+    serial_parts = [o["serial"] for o in others if o.get("serial")]
+    if serial is None and serial_parts:
+        serial = merge_serial(serial_parts, len(items))
+    pipeline = pipeline or next((o["pipeline"] for o in others if o.get("pipeline")), None)
+    if part != (1, 1):  # one part alone: its own table, no ratio
+        pipeline = None
     summary = report(serial, pipeline, console, device_line)
     summary.update(device=device_line, set=args.size, executor=args.executor, dedup=not args.no_dedup)
     if args.json:

@@ -127,8 +127,10 @@ def test_built_jobs_queue_for_the_lane_in_build_order(cpu_config, monkeypatch, t
 
 
 def test_baselines_are_timed_once_before_jobs_of_a_problem_spread_over_lanes(cpu_config, archive):
-    """Two CPU lanes: until a problem's baselines are cached only one of its jobs runs."""
+    """Two CPU lanes: until a problem's torch.compile baseline is cached only one of its jobs
+    runs (eager is timed in every evaluation, so without compile nothing waits)."""
     problem = load_problem(PROBLEM)
+    cpu_config = cpu_config.with_(compile_baseline=True)  # the fake evaluator compiles nothing
     key = baseline_key(problem, cpu_config)
     lock = threading.Lock()
     running: list[int] = [0]
@@ -292,7 +294,7 @@ def test_prefetched_jobs_give_the_serial_verdicts_and_every_worker_ends(cpu_conf
 
 def test_an_idle_lane_times_baselines_while_builds_run(cpu_config, tmp_path, monkeypatch):
     """While the only job is still building, the lane times its problem's baselines; the job's
-    result then uses those (one baseline row, the same figures)."""
+    result then uses the cached torch.compile figures (one baseline row) and its own eager."""
     import kernelsearch.executors.local as local
     from kernelsearch.evaluator.prebuild import BuildOutcome
 
@@ -303,14 +305,15 @@ def test_an_idle_lane_times_baselines_while_builds_run(cpu_config, tmp_path, mon
     monkeypatch.setattr(local, "needs_build", lambda c, cfg: True)
     monkeypatch.setattr(local, "build_one", slow_build)
     problem = load_problem(PROBLEM)
-    config = cpu_config.with_(home=tmp_path / "home")
+    config = cpu_config.with_(home=tmp_path / "home", compile_baseline=True)
     with Archive(tmp_path / "a.sqlite") as a, LocalExecutor(a) as ex:
         r = ex.evaluate_many([Job(problem, cand("py_correct"), config)])[0]
         assert ex.stats.warmups >= 1
         cached = a.get_baseline(baseline_key(problem, config))
         assert a.count("baselines") == 1
-    assert r.status is Status.CORRECT and cached is not None
-    assert r.eager_timing == cached[0]
+    assert r.status is Status.CORRECT and cached is not None and cached[1] is not None
+    assert r.compile_timing == cached[1]
+    assert r.eager_timing is not None and r.eager_timing != cached[0]  # timed again, next to the candidate
 
 
 def test_builds_pause_while_a_lane_times(tmp_path):

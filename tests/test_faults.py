@@ -130,10 +130,11 @@ def test_phase_messages_cannot_postpone_the_deadline(tmp_path):
     out = run_worker({"role": "build", "device": "cpu", "candidate_path": str(work / "forger.py")}, work,
                      # "start" (torch's import, before the job is read) is not what this is about
                      timeouts={"default": 2, "start": 60}, memory_bytes=4 << 30, output_bytes=1 << 20,
-                     file_bytes=1 << 30, total_s=6)
+                     file_bytes=1 << 30, total_s=9)
     assert out.killed == "timeout:total", (out.killed, out.output[-2000:])
-    assert 6 <= time.monotonic() - t0 < 12
-    assert sum(m.get("event") == "phase" for m in out.messages) > 5
+    assert 9 <= time.monotonic() - t0 < 15
+    # forged for longer than the 2 s phase deadline (the rest of the 9 s went to start-up)
+    assert sum(m.get("phase") == "x" for m in out.messages) >= 5
 
 
 def test_compile_bomb_stopped(cpu_config, archive, marked_tmp):

@@ -237,3 +237,12 @@ def test_a_worker_started_ahead_waits_for_its_job_and_an_unused_one_dies(tmp_pat
     assert idle.proc is not None and idle.proc.poll() is None
     idle.close()
     assert idle.proc.poll() is not None
+
+
+def test_phase_seconds_adds_up_each_phase_between_start_and_end():
+    from kernelsearch.evaluator.sandbox import phase_seconds
+
+    log = [("start", 0.0), ("build", 3.0), ("run", 4.0), ("timing", 6.0), ("run", 6.5)]
+    got = phase_seconds(log, start=1.0, end=8.0)  # "start" before run() began does not count
+    assert got == {"start": 2.0, "build": 1.0, "run": 3.5, "timing": 0.5}
+    assert sum(got.values()) == 7.0

@@ -264,12 +264,16 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     trial_seeds = prep.cand_job["trial_seeds"]
     timing_seeds = prep.cand_job["timing_seeds"]
     # 4. the candidate's own process: build, run, time
-    cand = prep.cand.run(prep.cand_job, timeouts={"build": lim.build_timeout_s, "default": lim.run_timeout_s},
-                         memory_bytes=lim.memory_bytes)
+    # "start" (the interpreter and the harness's imports, no candidate code yet) gets the build's
+    # allowance: on a loaded machine it can outlast a short run deadline
+    cand = prep.cand.run(prep.cand_job, memory_bytes=lim.memory_bytes,
+                         timeouts={"start": lim.build_timeout_s, "build": lim.build_timeout_s,
+                                   "default": lim.run_timeout_s})
     if cand.killed and cand.phase == "build":
         clear_locks(bdir)  # its holder is dead; the next build of this candidate must not wait
     res.output_excerpt = cand.output[-4000:]
     res.isolation = cand.isolation
+    res.phase_s = {"prepare": prep.seconds, **_phases("candidate", cand)}
     built = cand.first("built")
     if built:
         res.build_s = built.get("seconds")
@@ -301,7 +305,11 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     # 5. the judge: reference outputs, comparisons, baselines
     key = baseline_key(problem, config)
     cached = archive.get_baseline(key) if archive is not None else None
-    judge = _run_judge(prep.judge, {**prep.judge_job, "check_spots": spots, "baselines": cached is None}, config)
+    # eager is timed again in every evaluation, right after the candidate, so that drift of the
+    # device between evaluations cancels out of the speedup; torch.compile's comes from the cache
+    judge = _run_judge(prep.judge, {**prep.judge_job, "check_spots": spots,
+                                    "baselines": True if cached is None else "eager"}, config)
+    res.phase_s.update(_phases("judge", judge))
     if judge.first("done") is None:
         err = judge.first("error") or {}
         why = err.get("message") or judge.killed or f"exit code {judge.returncode}"
@@ -310,10 +318,12 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     info = judge.first("info") or {}
     res.device_name = str(info.get("device_name", res.device_name))
     res.torch_version = str(info.get("torch_version", res.torch_version))
+    eager, compiled, compile_error = _baselines_from(judge)
     if cached is not None:
-        res.eager_timing, res.compile_timing, res.compile_error = cached
+        res.eager_timing = eager or cached[0]
+        res.compile_timing, res.compile_error = cached[1], cached[2]
     else:
-        res.eager_timing, res.compile_timing, res.compile_error = _baselines_from(judge)
+        res.eager_timing, res.compile_timing, res.compile_error = eager, compiled, compile_error
         if archive is not None and res.eager_timing is not None:
             archive.put_baseline(key, problem.id, config.device, res.device_name, res.torch_version,
                                  res.eager_timing, res.compile_timing, res.compile_error)
@@ -386,6 +396,10 @@ def _profile_mismatch(cand: WorkerOutcome, timing: TimingStats | None) -> str:
     return ""
 
 
+def _phases(role: str, out: WorkerOutcome) -> dict[str, float]:
+    return {f"{role} {phase}": round(s, 3) for phase, s in out.phase_s.items()}
+
+
 def _valid_samples(samples) -> bool:
     return bool(samples) and all(isinstance(s, (int, float)) and s > 0 and s == s and s != float("inf") for s in samples)
 
@@ -413,9 +427,9 @@ def _candidate_failure(out: WorkerOutcome, config: EvalConfig) -> tuple[Status, 
         return Status.CRASHED, out.output, ""
     if out.killed.startswith("timeout:"):
         phase = out.killed.split(":", 1)[1]
-        limit = lim.build_timeout_s if phase == "build" else lim.run_timeout_s
+        limit = lim.build_timeout_s if phase in ("start", "build") else lim.run_timeout_s
         limit += lim.build_timeout_s if phase == "total" else 0
-        what = "build" if phase == "build" else "run"
+        what = {"build": "build", "start": "worker start-up"}.get(phase, "run")
         return Status.TIMEOUT, f"{what} did not finish within {limit:g} s (phase: {phase})", ""
     if out.killed == "memory":
         return Status.CRASHED, f"exceeded the memory limit of {lim.memory_bytes / 2**30:g} GiB", ""

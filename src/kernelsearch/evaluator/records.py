@@ -127,6 +127,9 @@ class EvalResult:
     # set when this result was not measured for this candidate but copied from an evaluation of
     # the same normalised source (evaluator/normalise.py): that candidate's id
     duplicate_of: str = ""
+    # where the evaluation's wall time went, by the parent's clock: "prepare", then
+    # "candidate <phase>" and "judge <phase>" for each phase its workers announced
+    phase_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def candidate_ms(self) -> float | None:
@@ -178,6 +181,7 @@ class EvalResult:
             "profile": self.profile,
             "gpu": self.gpu,
             "duplicate_of": self.duplicate_of,
+            "phase_s": dict(self.phase_s),
             "timing": {
                 "candidate": self.candidate_timing.to_dict() if self.candidate_timing else None,
                 "eager": self.eager_timing.to_dict() if self.eager_timing else None,
@@ -224,6 +228,7 @@ class EvalResult:
             profile=d.get("profile"),
             gpu=d.get("gpu"),
             duplicate_of=d.get("duplicate_of", "") or "",
+            phase_s=dict(d.get("phase_s") or {}),
         )
 
 

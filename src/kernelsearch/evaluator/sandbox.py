@@ -48,6 +48,9 @@ class WorkerOutcome:
     phase: str = ""  # the last phase the worker announced
     output: str = ""  # excerpt of what it printed
     wall_s: float = 0.0
+    # seconds spent in each announced phase, by the parent's clock, from ``run`` to the end
+    # ("start": what was left of the interpreter's start-up): where an evaluation's time went
+    phase_s: dict[str, float] = field(default_factory=dict)
     isolation: str = ""  # "bwrap" or "none", then "+cgroup" or "+watchdog" (how tasks are capped)
 
     def events(self, name: str) -> list[dict]:
@@ -111,6 +114,17 @@ def run_worker(
     return w.run(job, timeouts, memory_bytes)
 
 
+def phase_seconds(log: list[tuple[str, float]], start: float, end: float) -> dict[str, float]:
+    """Seconds per phase between ``start`` and ``end`` from (phase, entered at) entries in
+    order; a phase entered more than once adds up."""
+    out: dict[str, float] = {}
+    for (phase, t), nxt in zip(log, [*log[1:], ("", end)], strict=True):
+        span = min(nxt[1], end) - max(t, start)
+        if span > 0:
+            out[phase] = out.get(phase, 0.0) + span
+    return out
+
+
 class Worker:
     """A worker process started ahead of its job: it imports torch, then waits for the job on
     stdin. Starting one while other work runs takes the interpreter's and torch's start-up off
@@ -148,7 +162,7 @@ class Worker:
         read_fd, write_fd = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [*prefix, *argv, str(write_fd)],
+                [*prefix, *argv, str(write_fd), str(paths_from.get("role", ""))],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -166,6 +180,7 @@ class Worker:
             os.close(write_fd)
         self._lock = threading.Lock()
         self._state = {"phase": "start", "since": time.monotonic(), "killed": ""}
+        self._phase_log: list[tuple[str, float]] = [("start", self._state["since"])]
         self._head, self._tail, self._printed = bytearray(), bytearray(), [0]
         self._readers = [threading.Thread(target=self._read_output, daemon=True),
                          threading.Thread(target=self._read_channel, args=(read_fd,), daemon=True)]
@@ -210,6 +225,7 @@ class Worker:
                         if msg.get("event") == "phase":
                             self._state["phase"] = str(msg.get("phase"))
                             self._state["since"] = time.monotonic()
+                            self._phase_log.append((self._state["phase"], self._state["since"]))
                     if msg.get("event") == "phase":
                         self._tell(str(msg.get("phase")))
                 if len(buf) > _MAX_MESSAGE:
@@ -280,7 +296,10 @@ class Worker:
         out.returncode = isolation.bwrap_returncode(proc.returncode) if self.mode == "bwrap" else proc.returncode
         out.killed = state["killed"]
         out.phase = state["phase"]
-        out.wall_s = time.monotonic() - start
+        end = time.monotonic()
+        out.wall_s = end - start
+        with self._lock:
+            out.phase_s = phase_seconds(self._phase_log, start, end)
         printed, head, tail = self._printed[0], self._head, self._tail
         text = bytes(head).decode(errors="replace")
         if printed > len(head):

@@ -14,11 +14,12 @@
 - While any lane times (its worker's "timing" phase), every build is paused
   (``executors/quiet.py``), so timings do not depend on what the build pool is doing.
 - A lane with nothing ready (builds still running) does what later evaluations would do on
-  the critical path: it times the baselines of submitted problems (``measure_baselines``)
-  and measures the device's roofline ceilings.
+  the critical path: it times the torch.compile baselines of submitted problems
+  (``measure_baselines``) and measures the device's roofline ceilings.
 - A built (or build-free) job waits in one queue for the next free lane, in the order builds
-  finish. Until a problem's baselines are in the archive only one of its jobs runs at a time,
-  so they are timed once, as in a serial loop, and every later result uses the same ones.
+  finish. Until a problem's torch.compile baseline is in the archive only one of its jobs runs
+  at a time, so it is timed once, as in a serial loop, and every later result uses the same
+  one. (Eager is timed in every evaluation, next to the candidate.)
 - A build that failed the way the evaluation would fail too (a compiler error) is answered
   from the build worker's outcome, without taking a lane.
 - A lane whose evaluation raises gives that job a ``crashed`` result with the reason and goes
@@ -175,7 +176,10 @@ class LocalExecutor(Executor):
             self._setup(job.config)
         elif job.config.device != self._device:
             raise ValueError(f"this executor evaluates on {self._device}, not {job.config.device}")
-        bk = baseline_key(job.problem, job.config) if self.archive is not None else None
+        # only torch.compile's baseline is served from the cache (eager is timed in every
+        # evaluation), so jobs wait for, and idle lanes warm up, only those
+        bk = (baseline_key(job.problem, job.config)
+              if self.archive is not None and job.config.compile_baseline else None)
         self._bkeys[job.seq] = bk
         if bk is not None and self._warmups:
             with self._cv:

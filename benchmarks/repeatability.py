@@ -1,0 +1,160 @@
+"""Repeatability: how far one kernel's timing moves between evaluations, against the spread
+each evaluation reports for itself.
+
+Each candidate (the throughput benchmark's originals) is evaluated ``--evals`` times in a row
+with the real evaluator: fresh worker processes every time, the build cached after the first,
+and no archive, so the eager baseline is timed again in every evaluation, by the judge, right
+after the candidate. An optional idle ``--gap`` before each evaluation stands in for a build.
+
+For each candidate it prints every evaluation's medians and IQR/median, then the summary the
+throughput benchmark's "within spread" test depends on: the relative range of the medians
+between evaluations, the mean within-evaluation spread, and the share of evaluation pairs
+whose speedup ranges (speedup times one plus or minus its spread) overlap. Usage:
+
+    python benchmarks/repeatability.py --device cuda --evals 5
+    python benchmarks/repeatability.py --device cuda --gap 20 --reps 10:100 --budget 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from kernelsearch.evaluator.config import TimingConfig
+from kernelsearch.evaluator.evaluate import evaluate
+from kernelsearch.metrics.fastp import speedup_spread
+from kernelsearch.problems.loader import load_problem
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from throughput import candidate_set, config_for, problem_files  # noqa: E402
+
+
+def _rel_range(xs: list[float]) -> float:
+    return (max(xs) - min(xs)) / statistics.median(xs) if xs else float("nan")
+
+
+def _agreeing_pairs(rows: list[dict]) -> tuple[int, int]:
+    ok = total = 0
+    for a, b in itertools.combinations([r for r in rows if r["speedup"] is not None], 2):
+        total += 1
+        ok += abs(a["speedup"] - b["speedup"]) <= a["speedup"] * a["spread"] + b["speedup"] * b["spread"]
+    return ok, total
+
+
+def run(label: str, problem, candidate, config, evals: int, gap: float, console: Console) -> dict:
+    rows = []
+    for i in range(evals):
+        if gap > 0:
+            time.sleep(gap)
+        r = evaluate(problem, candidate, config)
+        ct, et = r.candidate_timing, r.eager_timing
+        row = {"eval": i, "status": r.status.value, "reason": r.reason, "eval_s": r.eval_s, "phase_s": r.phase_s,
+               "candidate": ct.to_dict() if ct else None, "eager": et.to_dict() if et else None,
+               "speedup": r.speedup_vs_eager, "spread": speedup_spread(r)}
+        rows.append(row)
+        console.print(f"  {label:20s} eval {i}: {r.status.value:10s} "
+                      f"cand {ct.median_ms if ct else float('nan'):.4f} ms ±{100 * ct.rel_spread if ct else 0:.1f}% "
+                      f"(n={ct.n if ct else 0}), eager {et.median_ms if et else float('nan'):.4f} ms "
+                      f"±{100 * et.rel_spread if et else 0:.1f}%, {r.eval_s:.1f} s")
+    return {"label": label, "rows": rows}
+
+
+def summarise(res: dict) -> dict:
+    ok = [r for r in res["rows"] if r["candidate"] and r["eager"]]
+    cand = [r["candidate"]["median_ms"] for r in ok]
+    eager = [r["eager"]["median_ms"] for r in ok]
+    speed = [r["speedup"] for r in ok if r["speedup"] is not None]
+    spread = [r["spread"] for r in ok if r["spread"] is not None]
+    agree, pairs = _agreeing_pairs(ok)
+    phases: dict[str, list[float]] = {}
+    for r in res["rows"]:
+        for k, v in (r["phase_s"] or {}).items():
+            phases.setdefault(k, []).append(v)
+    return {
+        "label": res["label"], "n": len(ok),
+        "candidate_ms": statistics.median(cand) if cand else None, "candidate_range": _rel_range(cand),
+        "eager_ms": statistics.median(eager) if eager else None, "eager_range": _rel_range(eager),
+        "speedup": statistics.median(speed) if speed else None, "speedup_range": _rel_range(speed),
+        "mean_spread": statistics.fmean(spread) if spread else None,
+        "pairs_agreeing": agree, "pairs": pairs,
+        "phase_s": {k: statistics.median(v) for k, v in phases.items()},
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available")
+    ap.add_argument("--evals", type=int, default=5)
+    ap.add_argument("--gap", type=float, default=0.0, help="idle seconds before each evaluation")
+    ap.add_argument("--only", default=None, help="comma-separated labels (default: every original)")
+    ap.add_argument("--reps", default=None, help="MIN:MAX timed calls (default: the throughput benchmark's)")
+    ap.add_argument("--budget", type=float, default=None, help="seconds for the timed loop")
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--work", type=Path, default=None, help="scratch directory, kept (builds reused by a later run)")
+    args = ap.parse_args()
+    import torch
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    console = Console(width=160)
+    work = args.work or Path(tempfile.mkdtemp(prefix="ks-repeat-"))
+    work.mkdir(parents=True, exist_ok=True)
+    items = [it for it in candidate_set(device, "full") if it.kind == "original"]
+    if args.only:
+        items = [it for it in items if it.label in args.only.split(",")]
+    problems = problem_files(items, device, work)
+    config = config_for(device, compile_baseline=False).with_(home=work / "home")
+    t = config.timing
+    changes = {}
+    if args.reps:
+        lo, hi = (int(x) for x in args.reps.split(":"))
+        changes.update(min_reps=lo, max_reps=hi)
+    if args.budget is not None:
+        changes["budget_s"] = args.budget
+    config = config.with_(timing=TimingConfig(**{**t.__dict__, **changes}))
+    t = config.timing
+    console.print(f"{len(items)} candidates x {args.evals} evaluations on {device}; timed loop {t.min_reps}-"
+                  f"{t.max_reps} calls, {t.budget_s:g} s, stop at IQR/median {t.target_rel_spread:g}; gap {args.gap:g} s")
+    try:
+        results = [run(it.label, load_problem(problems[it.problem]), it.candidate, config, args.evals, args.gap,
+                       console) for it in items]
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    summaries = [summarise(r) for r in results]
+    table = Table(title="Between evaluations vs within one")
+    for col in ("candidate", "evals", "kernel ms", "range", "eager ms", "range", "speedup", "range",
+                "mean spread", "pairs within spread"):
+        table.add_column(col)
+    pct = lambda x: "-" if x is None or x != x else f"{100 * x:.1f}%"  # noqa: E731
+    num = lambda x: "-" if x is None else f"{x:.4g}"  # noqa: E731
+    for s in summaries:
+        table.add_row(s["label"], str(s["n"]), num(s["candidate_ms"]), pct(s["candidate_range"]), num(s["eager_ms"]),
+                      pct(s["eager_range"]), num(s["speedup"]), pct(s["speedup_range"]), pct(s["mean_spread"]),
+                      f"{s['pairs_agreeing']}/{s['pairs']}")
+    console.print(table)
+    phases = Table(title="Median seconds per phase of one evaluation")
+    keys = sorted({k for s in summaries for k in s["phase_s"]})
+    phases.add_column("candidate")
+    for k in keys:
+        phases.add_column(k)
+    for s in summaries:
+        phases.add_row(s["label"], *(f"{s['phase_s'][k]:.2f}" if k in s["phase_s"] else "-" for k in keys))
+    console.print(phases)
+    if args.json:
+        args.json.write_text(json.dumps({"device": device, "timing": t.__dict__, "gap": args.gap,
+                                         "summaries": summaries, "results": results}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
