@@ -25,18 +25,18 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from kernelsearch.evaluator.config import TimingConfig
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.metrics.fastp import speedup_spread
 from kernelsearch.problems.loader import load_problem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throughput import candidate_set, config_for, problem_files  # noqa: E402
+from throughput import agree, candidate_set, config_for, problem_files  # noqa: E402
 
 
 def _rel_range(xs: list[float]) -> float:
@@ -44,11 +44,9 @@ def _rel_range(xs: list[float]) -> float:
 
 
 def _agreeing_pairs(rows: list[dict]) -> tuple[int, int]:
-    ok = total = 0
-    for a, b in itertools.combinations([r for r in rows if r["speedup"] is not None], 2):
-        total += 1
-        ok += abs(a["speedup"] - b["speedup"]) <= a["speedup"] * a["spread"] + b["speedup"] * b["spread"]
-    return ok, total
+    """The throughput benchmark's test (``agree``) on every pair of evaluations."""
+    verdicts = [agree(a, b) for a, b in itertools.combinations(rows, 2)]
+    return sum(v is True for v in verdicts), sum(v is not None for v in verdicts)
 
 
 def run(label: str, problem, candidate, config, evals: int, gap: float, console: Console) -> dict:
@@ -60,7 +58,7 @@ def run(label: str, problem, candidate, config, evals: int, gap: float, console:
         ct, et = r.candidate_timing, r.eager_timing
         row = {"eval": i, "status": r.status.value, "reason": r.reason, "eval_s": r.eval_s, "phase_s": r.phase_s,
                "candidate": ct.to_dict() if ct else None, "eager": et.to_dict() if et else None,
-               "speedup": r.speedup_vs_eager, "spread": speedup_spread(r)}
+               "speedup_vs_eager": r.speedup_vs_eager, "spread": speedup_spread(r)}
         rows.append(row)
         console.print(f"  {label:20s} eval {i}: {r.status.value:10s} "
                       f"cand {ct.median_ms if ct else float('nan'):.4f} ms ±{100 * ct.rel_spread if ct else 0:.1f}% "
@@ -73,7 +71,7 @@ def summarise(res: dict) -> dict:
     ok = [r for r in res["rows"] if r["candidate"] and r["eager"]]
     cand = [r["candidate"]["median_ms"] for r in ok]
     eager = [r["eager"]["median_ms"] for r in ok]
-    speed = [r["speedup"] for r in ok if r["speedup"] is not None]
+    speed = [r["speedup_vs_eager"] for r in ok if r["speedup_vs_eager"] is not None]
     spread = [r["spread"] for r in ok if r["spread"] is not None]
     agree, pairs = _agreeing_pairs(ok)
     phases: dict[str, list[float]] = {}
@@ -120,7 +118,7 @@ def main() -> int:
         changes.update(min_reps=lo, max_reps=hi)
     if args.budget is not None:
         changes["budget_s"] = args.budget
-    config = config.with_(timing=TimingConfig(**{**t.__dict__, **changes}))
+    config = config.with_(timing=replace(t, **changes))
     t = config.timing
     console.print(f"{len(items)} candidates x {args.evals} evaluations on {device}; timed loop {t.min_reps}-"
                   f"{t.max_reps} calls, {t.budget_s:g} s, stop at IQR/median {t.target_rel_spread:g}; gap {args.gap:g} s")

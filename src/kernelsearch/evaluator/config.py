@@ -45,6 +45,13 @@ class Limits:
     # "bwrap": insist on it (workers fail with a clear reason where it cannot run); "none": off
     sandbox: str = "auto"
 
+    def candidate_timeouts(self, run_s: float | None = None) -> dict[str, float]:
+        """Per-phase deadlines of a candidate worker (``sandbox.Worker.run``). "start" (the
+        interpreter and the harness's imports, no candidate code yet) gets the build's
+        allowance: on a loaded machine it can outlast a short run deadline."""
+        return {"start": self.build_timeout_s, "build": self.build_timeout_s,
+                "default": self.run_timeout_s if run_s is None else run_s}
+
 
 @dataclass(frozen=True)
 class EvalConfig:

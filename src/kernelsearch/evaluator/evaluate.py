@@ -264,11 +264,7 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     trial_seeds = prep.cand_job["trial_seeds"]
     timing_seeds = prep.cand_job["timing_seeds"]
     # 4. the candidate's own process: build, run, time
-    # "start" (the interpreter and the harness's imports, no candidate code yet) gets the build's
-    # allowance: on a loaded machine it can outlast a short run deadline
-    cand = prep.cand.run(prep.cand_job, memory_bytes=lim.memory_bytes,
-                         timeouts={"start": lim.build_timeout_s, "build": lim.build_timeout_s,
-                                   "default": lim.run_timeout_s})
+    cand = prep.cand.run(prep.cand_job, timeouts=lim.candidate_timeouts(), memory_bytes=lim.memory_bytes)
     if cand.killed and cand.phase == "build":
         clear_locks(bdir)  # its holder is dead; the next build of this candidate must not wait
     res.output_excerpt = cand.output[-4000:]
@@ -427,7 +423,8 @@ def _candidate_failure(out: WorkerOutcome, config: EvalConfig) -> tuple[Status, 
         return Status.CRASHED, out.output, ""
     if out.killed.startswith("timeout:"):
         phase = out.killed.split(":", 1)[1]
-        limit = lim.build_timeout_s if phase in ("start", "build") else lim.run_timeout_s
+        timeouts = lim.candidate_timeouts()
+        limit = timeouts.get(phase, timeouts["default"])
         limit += lim.build_timeout_s if phase == "total" else 0
         what = {"build": "build", "start": "worker start-up"}.get(phase, "run")
         return Status.TIMEOUT, f"{what} did not finish within {limit:g} s (phase: {phase})", ""

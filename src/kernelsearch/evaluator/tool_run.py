@@ -44,7 +44,7 @@ def tool_run(problem: Problem, candidate: Candidate, config: EvalConfig, wrapper
         }
         run_s = max(lim.run_timeout_s, run_timeout_s)
         out = run_worker(
-            job, work, timeouts={"start": lim.build_timeout_s, "build": lim.build_timeout_s, "default": run_s},
+            job, work, timeouts=lim.candidate_timeouts(run_s),
             memory_bytes=lim.memory_bytes, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
             sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + run_s,
             env_extra={"TORCH_EXTENSIONS_DIR": str(bdir), **config.worker_env(), **(env_extra or {})},
