@@ -292,6 +292,48 @@ def test_prefetched_jobs_give_the_serial_verdicts_and_every_worker_ends(cpu_conf
     assert len(preps) == len(more) and all_ended()
 
 
+def test_an_idle_lane_prepares_a_job_while_it_builds(cpu_config, tmp_path, monkeypatch):
+    """With nothing to run, a lane claims the oldest job still building and starts its workers:
+    a claim whose build fails is answered from the build and its workers closed; the next claim
+    runs, prepared, as soon as its build is done, with the serial verdict."""
+    import kernelsearch.evaluator.evaluate as ev
+    import kernelsearch.executors.local as local
+    from kernelsearch.evaluator.prebuild import BuildOutcome
+    from kernelsearch.evaluator.sandbox import WorkerOutcome
+
+    preps: list = []
+    real_prepare = ev.prepare
+
+    def recorded(*a, **kw):
+        preps.append(real_prepare(*a, **kw))
+        return preps[-1]
+
+    problem = load_problem(PROBLEM)
+    broken, good = _torch_cand("a * 2 + b + 0 * 7"), cand("py_correct")
+
+    def slow_build(c, cfg, max_jobs=1, hold=None):
+        if c.id == broken.id:
+            time.sleep(2)
+            failed = WorkerOutcome(messages=[{"event": "error", "kind": "compile_error", "phase": "build",
+                                              "message": "x.cu:1: error: expected ';'"}], returncode=1, phase="build")
+            return BuildOutcome(c.id, False, worker=failed)
+        time.sleep(8)
+        return BuildOutcome(c.id, True)
+
+    with Archive(tmp_path / "serial.sqlite") as a:
+        serial = evaluate(problem, good, cpu_config, a)
+    monkeypatch.setattr(local, "prepare", recorded)
+    monkeypatch.setattr(local, "needs_build", lambda c, cfg: True)
+    monkeypatch.setattr(local, "build_one", slow_build)
+    with Archive(tmp_path / "a.sqlite") as a, LocalExecutor(a, prefetch=True, warmups=False) as ex:
+        r_broken, r_good = ex.evaluate_many([Job(problem, broken, cpu_config), Job(problem, good, cpu_config)])
+        assert ex.stats.failed_builds == 1 and ex.stats.prepared_early == 1 and ex.stats.evaluated == 1
+    assert r_broken.status is Status.COMPILE_ERROR and "expected ';'" in r_broken.reason
+    assert _comparable(r_good) == _comparable(serial)
+    assert [p.candidate.id for p in preps] == [broken.id, good.id]  # both claimed in turn, nothing else
+    assert all(p.work is None and all(w.proc.poll() is not None for w in (p.cand, p.judge)) for p in preps)
+
+
 def test_an_idle_lane_times_baselines_while_builds_run(cpu_config, tmp_path, monkeypatch):
     """While the only job is still building, the lane times its problem's baselines; the job's
     result then uses the cached torch.compile figures (one baseline row) and its own eager."""

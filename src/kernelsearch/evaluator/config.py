@@ -30,6 +30,12 @@ class TimingConfig:
     fresh_inputs: bool = True
     spot_checks: int = 2  # timed-call outputs sent to the judge
     flush_cache: bool = True
+    # on a GPU the flush is repeated for this much memory traffic before each timed call: after
+    # the checks' few ms of host work a short kernel ran slower until the memory system woke
+    rewarm_us: float = 1000.0
+    # then a spin kernel this long keeps the GPU busy while the host launches each timed call:
+    # the host's latency before the first kernel is not timed (with the flush: up to ~1 ms)
+    cover_launch_us: float = 50.0
 
 
 @dataclass(frozen=True)

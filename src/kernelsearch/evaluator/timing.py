@@ -1,7 +1,16 @@
 """The timing protocol, run inside a worker. The same code times candidates and baselines.
 
 GPU: device events around each call, the L2 cache flushed before it, a device-wide
-synchronise before the end event (so side-stream work counts). CPU: the same loop on a wall
+synchronise before the end event (so side-stream work counts). The flush is repeated for
+``rewarm_us`` of memory traffic: after the few milliseconds of host-side checks between
+calls, an H100 ran a 0.09 ms kernel 10-100 % slower (at full clocks) until about half a
+millisecond of memory traffic had woken it, by amounts that differed between kernels and
+runs. The flush and then a short spin kernel keep the GPU busy while the host records the
+start event and launches the call, so the host's latency before the call's first kernel
+(~20-50 us, which varied by 20 % between processes) is not timed, up to the flush's and the
+spin's length together (about 1 ms); a longer wait for the host is. What the host does in that
+time cannot depend on the call's inputs: they are fresh and on the device, and reading them
+back waits for the flush (docs/measurements.md, "Fourth round"). CPU: the same loop on a wall
 clock, with the last-level cache flushed by writing a large buffer. Inputs are fresh values
 for every call (``inputs_for``, generated outside the timed region) so an output replayed from
 an earlier call is wrong, or, for callers that pass fixed sets, rotated over those sets.
@@ -14,6 +23,7 @@ candidate code runs, so a candidate that replaces ``time.perf_counter_ns`` or
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +38,8 @@ _now_ns = time.perf_counter_ns
 _wall = time.perf_counter
 _cuda_sync = torch.cuda.synchronize
 _Event = torch.cuda.Event
+_spin = torch.cuda._sleep
+_SPIN_PROBE = 200_000  # cycles of the probe that converts cover_launch_us into spin cycles
 
 
 @dataclass
@@ -37,6 +49,9 @@ class TimedRun:
 
 
 class _Flusher:
+    """Writes a buffer larger than the last-level cache; on a GPU as many times as it takes to
+    keep the memory system busy ``rewarm_us`` (``rewarm``), which the caller measures once."""
+
     def __init__(self, device: str):
         self.device = device
         if device == "cuda":
@@ -45,14 +60,43 @@ class _Flusher:
         else:
             nbytes = 64 << 20
         self.buf = torch.empty(nbytes // 4, dtype=torch.float32, device=device)
+        self.repeats = 1
 
     def __call__(self) -> None:
-        self.buf.fill_(1.0)
+        for _ in range(self.repeats):
+            self.buf.fill_(1.0)
+
+    def rewarm(self, us: float) -> None:
+        """Repeat the write for at least ``us`` microseconds of device time."""
+        for _ in range(3):  # the first writes after a pause run slow: the state to undo
+            self.buf.fill_(1.0)
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        start.record()
+        for _ in range(5):
+            self.buf.fill_(1.0)
+        end.record()
+        end.synchronize()
+        once = max(start.elapsed_time(end) * 1000 / 5, 1.0)
+        self.repeats = max(1, math.ceil(us / once))
 
 
 def sync(device: str) -> None:
     if device == "cuda":
         _cuda_sync()
+
+
+def _spin_cycles(cover_us: float) -> int:
+    """Spin cycles that last ``cover_us`` at the clock the GPU runs now (after the warm-up)."""
+    if cover_us <= 0:
+        return 0
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    _cuda_sync()
+    start.record()
+    _spin(_SPIN_PROBE)
+    end.record()
+    end.synchronize()
+    us = max(start.elapsed_time(end) * 1000, 1e-3)
+    return max(1, int(_SPIN_PROBE * cover_us / us))
 
 
 def time_calls(
@@ -92,6 +136,9 @@ def time_calls(
                 after(out)
             del out, args
         sync(device)
+        spin = _spin_cycles(cfg.cover_launch_us) if device == "cuda" else 0
+        if flush is not None and device == "cuda":
+            flush.rewarm(cfg.rewarm_us)
         rng = random.Random()
         spot_at = set(rng.sample(range(cfg.min_reps), min(spot_checks, cfg.min_reps)))
         samples: list[float] = []
@@ -100,20 +147,24 @@ def time_calls(
         rep = 0
         while rep < cfg.max_reps:
             k, args = args_for(cfg.warmup + rep)
-            if flush is not None:
-                flush()
-            if before is not None:  # after the flush: only the call itself is watched
+            if before is not None:  # the flush starts no thread and calls no extension
                 before()
             if device == "cuda":
                 start, end = _Event(enable_timing=True), _Event(enable_timing=True)
                 _cuda_sync()
-                start.record()
+                if flush is not None:  # no wait between flush and spin: with one, short kernels timed 25-50 % slower
+                    flush()
+                if spin:
+                    _spin(spin)
+                start.record()  # runs once the flush and spin are done: the call is queued by then
                 out = fn(*args)
                 _cuda_sync()  # device-wide: work on any stream counts
                 end.record()
                 end.synchronize()
                 samples.append(start.elapsed_time(end))
             else:
+                if flush is not None:
+                    flush()
                 t0 = _now_ns()
                 out = fn(*args)
                 samples.append((_now_ns() - t0) / 1e6)

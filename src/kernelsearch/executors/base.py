@@ -67,12 +67,14 @@ class Stats:
     failed_builds: int = 0  # builds that failed, answered without a GPU lane
     warmups: int = 0  # baselines or ceilings measured by a lane that had nothing else to do
     builds_paused_s: float = 0.0  # builds held while a lane timed (executors/quiet.py)
+    prepared_early: int = 0  # evaluations whose workers an idle lane started while the build ran
     lanes_used: set[int | str] = field(default_factory=set)  # lane labels (GPU index or "cpu<i>")
 
     def to_dict(self) -> dict[str, Any]:
         return {"submitted": self.submitted, "evaluated": self.evaluated, "duplicates": self.duplicates,
                 "builds": self.builds, "cached_builds": self.cached_builds, "failed_builds": self.failed_builds,
                 "warmups": self.warmups, "builds_paused_s": round(self.builds_paused_s, 1),
+                "prepared_early": self.prepared_early,
                 "lanes_used": sorted(map(str, self.lanes_used))}
 
 

@@ -10,7 +10,9 @@
   timing must not share cores either.
 - On a GPU, a lane prepares its next job while the current one runs (``evaluate.prepare``:
   its two workers start and import torch, no candidate code runs), so interpreter and torch
-  start-up leave the critical path.
+  start-up leave the critical path. A lane with nothing to run prepares the oldest job whose
+  build is still running (its claim): when that build is done the lane runs it at once, and a
+  failed build or another lane taking the job closes the prepared workers.
 - While any lane times (its worker's "timing" phase), every build is paused
   (``executors/quiet.py``), so timings do not depend on what the build pool is doing.
 - A lane with nothing ready (builds still running) does what later evaluations would do on
@@ -57,6 +59,16 @@ from kernelsearch.executors.quiet import QuietTiming
 from kernelsearch.problems.loader import Problem
 
 GPU_LANE_CORES = 3  # a GPU lane's own cores: its launching process, the next job's workers starting
+
+
+@dataclass
+class _Claim:
+    """A job an idle lane prepares while its build still runs."""
+
+    job: Job
+
+
+_LOST = object()  # what ``_take`` says when a lane's claim was answered or taken by another lane
 
 
 @dataclass
@@ -119,6 +131,8 @@ class LocalExecutor(Executor):
         self._active_builds = 0
         self._cv = threading.Condition()
         self._ready: list[Job] = []
+        self._pending: list[Job] = []  # building, no lane has claimed them yet (oldest first)
+        self._claims: dict[int, int] = {}  # job seq -> index of the lane that prepared it during its build
         self._bkeys: dict[int, str | None] = {}  # job seq -> baseline cache key (None: no gating)
         self._running_bkeys: Counter[str] = Counter()
         self._known_bkeys: set[str] = set()
@@ -131,7 +145,7 @@ class LocalExecutor(Executor):
             raise ValueError("prefetch and warm-ups need the real evaluator")
         self._warm: dict[str, tuple[Problem, EvalConfig]] = {}  # problems whose baselines an idle lane may time
         self._ceilings_cfg: EvalConfig | None = None  # ceilings still to measure, with these settings
-        self._waiting = 0  # lanes blocked waiting for work
+        self._idle: set[int] = set()  # lanes blocked waiting for work
         self._quiet = QuietTiming() if real else None
 
     # -- set-up ---------------------------------------------------------------------------
@@ -189,6 +203,9 @@ class LocalExecutor(Executor):
             return
         cid = job.candidate.id
         fut = self._builds.get(cid)
+        with self._cv:  # an idle lane may claim it
+            self._pending.append(job)
+            self._cv.notify_all()
         if fut is None or (fut.done() and not fut.result().ok):
             with self._cv:
                 self._active_builds += 1
@@ -219,12 +236,17 @@ class LocalExecutor(Executor):
 
     def _built(self, job: Job, fut: Future) -> None:
         """A build finished (in its pool thread): answer a failed one, queue the rest."""
+        with self._cv:
+            self._pending = [j for j in self._pending if j is not job]
         if self._stopping:
             return
         try:
             outcome = fut.result()
             result = failed_build_result(job.problem, job.candidate, job.config, outcome)
             if result is not None:
+                with self._cv:  # a lane that prepared it drops its workers
+                    self._claims.pop(job.seq, None)
+                    self._cv.notify_all()
                 eid = self._record(job, result)
                 with self._lock:
                     self.stats.failed_builds += 1
@@ -240,30 +262,45 @@ class LocalExecutor(Executor):
             self._cv.notify_all()
 
     # -- lanes ------------------------------------------------------------------------------
-    def _take(self, block: bool = True) -> Job | _Warmup | None:
-        """The first queued job a lane may run now: one whose problem's baselines are cached,
-        or whose problem has no job running. With nothing to run, warm-up work, else wait.
-        ``block`` False (a lane looking ahead): a job only if no lane is waiting for one."""
+    def _take(self, lane: Lane, block: bool = True, claim: Job | None = None) -> Job | _Warmup | _Claim | object:
+        """The first queued job ``lane`` may run now: its own claim first, then one whose
+        problem's baselines are cached or whose problem has no job running, passing over jobs
+        that an idle lane has claimed. With nothing to run: warm-up work, else a building job
+        to claim and prepare, else wait. ``_LOST``: the lane's claim is gone. ``block`` False
+        (a lane looking ahead while it runs a job): a job only if no lane is waiting for one,
+        else a building job to claim, else None."""
         with self._cv:
             while True:
                 if self._stopping:
                     return None
-                if block or self._waiting == 0:
-                    for i, job in enumerate(self._ready):
+                if claim is not None and self._claims.get(claim.seq) != lane.index:
+                    return _LOST
+                if block or not self._idle:
+                    order = sorted(range(len(self._ready)), key=lambda i: self._ready[i] is not claim)
+                    for i in order:
+                        job = self._ready[i]
+                        owner = self._claims.get(job.seq, lane.index)
+                        if owner != lane.index and owner in self._idle:
+                            continue  # its lane is free and has its workers started
                         bk = self._bkeys.get(job.seq)
                         if bk is None or self._running_bkeys[bk] == 0 or self._baselines_known(bk):
                             del self._ready[i]
+                            self._claims.pop(job.seq, None)
                             if bk is not None:
                                 self._running_bkeys[bk] += 1
                             return job
-                if not block:
-                    return None
-                warm = self._warmup_work()
+                warm = self._warmup_work() if block else None
                 if warm is not None:
                     return warm
-                self._waiting += 1
+                if claim is None and self._prefetch and self._pending:
+                    job = self._pending.pop(0)
+                    self._claims[job.seq] = lane.index
+                    return _Claim(job)
+                if not block:
+                    return None
+                self._idle.add(lane.index)
                 self._cv.wait()
-                self._waiting -= 1
+                self._idle.discard(lane.index)
 
     def _warmup_work(self) -> _Warmup | None:
         """Baselines of a submitted problem nobody is evaluating yet, then the ceilings."""
@@ -299,24 +336,47 @@ class LocalExecutor(Executor):
 
     def _lane_main(self, lane: Lane) -> None:
         ahead: tuple[Job, Prepared | None] | None = None  # the next job, prepared while this one runs
+        claim: tuple[Job, Prepared | None] | None = None  # a job prepared while its build runs
         try:
             pin_thread(lane.cpus)
             while True:
                 if ahead is not None and not self._stopping:
                     (job, prep), ahead = ahead, None
                 else:
-                    item = self._take()
+                    item = self._take(lane, claim=claim[0] if claim else None)
                     if item is None:
                         return
+                    if item is _LOST:
+                        self._drop(claim)
+                        claim = None
+                        continue
                     if isinstance(item, _Warmup):
                         self._warm_up(lane, item)
                         continue
+                    if isinstance(item, _Claim):
+                        claim = (item.job, self._prepare_quietly(lane, item.job))
+                        continue
+                    assert isinstance(item, Job)
                     job, prep = item, None
+                if claim is not None and claim[0] is job:
+                    (_, prep), claim = claim, None
+                    with self._lock:
+                        self.stats.prepared_early += 1
                 lane.current = job
                 if self._prefetch:
-                    nxt = self._take(block=False)
-                    if nxt is not None:
-                        ahead = (nxt, self._prepare_quietly(lane, nxt))
+                    nxt = self._take(lane, block=False, claim=claim[0] if claim else None)
+                    if nxt is _LOST:
+                        self._drop(claim)
+                        claim = None
+                    elif isinstance(nxt, _Claim):
+                        claim = (nxt.job, self._prepare_quietly(lane, nxt.job))
+                    elif isinstance(nxt, Job):
+                        if claim is not None and claim[0] is nxt:
+                            ahead, claim = claim, None
+                            with self._lock:
+                                self.stats.prepared_early += 1
+                        else:
+                            ahead = (nxt, self._prepare_quietly(lane, nxt))
                 fin = self._evaluate_on(lane, job, prep)
                 lane.current = None
                 self._release(job)
@@ -349,6 +409,17 @@ class LocalExecutor(Executor):
                 if ahead[1] is not None:
                     ahead[1].close()
                 self._release(ahead[0])
+            self._drop(claim)  # its job runs when built, on whichever lane takes it
+
+    def _drop(self, claim: tuple[Job, Prepared | None] | None) -> None:
+        """Close a claim's workers; its job (answered, or taken by another lane) needs no more."""
+        if claim is None:
+            return
+        job, prep = claim
+        with self._cv:
+            self._claims.pop(job.seq, None)
+        if prep is not None:
+            prep.close()
 
     def _lane_config(self, lane: Lane, job: Job) -> EvalConfig:
         return job.config if lane.gpu is None else job.config.with_(gpu=lane.gpu)
