@@ -249,10 +249,8 @@ def test_local_executor_gives_the_serial_verdicts(cpu_config, tmp_path):
     assert local[-1].status is local[0].status and local[-1].candidate_ms == local[0].candidate_ms
 
 
-def test_prefetched_jobs_give_the_serial_verdicts_and_every_worker_ends(cpu_config, tmp_path, monkeypatch):
-    """A lane that prepares its next job ahead (the GPU default, forced here on the CPU) gives
-    the serial verdicts; every prepared evaluation is closed, run or not, and its workers end,
-    also when the executor stops with one prepared and never run."""
+def _recorded_prepares(monkeypatch) -> list:
+    """Every evaluation prepared from now on (``evaluate`` or the local executor), in order."""
     import kernelsearch.evaluator.evaluate as ev
     import kernelsearch.executors.local as local
 
@@ -265,10 +263,19 @@ def test_prefetched_jobs_give_the_serial_verdicts_and_every_worker_ends(cpu_conf
 
     monkeypatch.setattr(ev, "prepare", recorded)
     monkeypatch.setattr(local, "prepare", recorded)
+    return preps
 
-    def all_ended() -> bool:
-        return all(p.work is None and all(w.proc.poll() is not None for w in (p.cand, p.judge)) for p in preps)
 
+def _all_ended(preps: list) -> bool:
+    """Each prepared evaluation closed and both its workers gone."""
+    return all(p.work is None and all(w.proc.poll() is not None for w in (p.cand, p.judge)) for p in preps)
+
+
+def test_prefetched_jobs_give_the_serial_verdicts_and_every_worker_ends(cpu_config, tmp_path, monkeypatch):
+    """A lane that prepares its next job ahead (the GPU default, forced here on the CPU) gives
+    the serial verdicts; every prepared evaluation is closed, run or not, and its workers end,
+    also when the executor stops with one prepared and never run."""
+    preps = _recorded_prepares(monkeypatch)
     problem = load_problem(PROBLEM)
     cands = [cand(n) for n in ("py_correct", "py_raises", "py_mutates")]
     with Archive(tmp_path / "serial.sqlite") as a:
@@ -277,7 +284,7 @@ def test_prefetched_jobs_give_the_serial_verdicts_and_every_worker_ends(cpu_conf
     with Archive(tmp_path / "local.sqlite") as a, LocalExecutor(a, prefetch=True) as ex:
         local_results = ex.evaluate_many([Job(problem, c, cpu_config) for c in cands])
     assert [_comparable(r) for r in serial] == [_comparable(r) for r in local_results]
-    assert len(preps) == len(cands) and all_ended()
+    assert len(preps) == len(cands) and _all_ended(preps)
 
     # stop after the first result, with the next job prepared ahead: it is closed, not run
     preps.clear()
@@ -289,24 +296,16 @@ def test_prefetched_jobs_give_the_serial_verdicts_and_every_worker_ends(cpu_conf
         assert ex.poll(timeout=None)
         ex.close(wait=True)
         assert a.count("evaluations") < len(more)
-    assert len(preps) == len(more) and all_ended()
+    assert len(preps) == len(more) and _all_ended(preps)
 
 
 def test_an_idle_lane_prepares_a_job_while_it_builds(cpu_config, tmp_path, monkeypatch):
     """With nothing to run, a lane claims the oldest job still building and starts its workers:
     a claim whose build fails is answered from the build and its workers closed; the next claim
     runs, prepared, as soon as its build is done, with the serial verdict."""
-    import kernelsearch.evaluator.evaluate as ev
     import kernelsearch.executors.local as local
     from kernelsearch.evaluator.prebuild import BuildOutcome
     from kernelsearch.evaluator.sandbox import WorkerOutcome
-
-    preps: list = []
-    real_prepare = ev.prepare
-
-    def recorded(*a, **kw):
-        preps.append(real_prepare(*a, **kw))
-        return preps[-1]
 
     problem = load_problem(PROBLEM)
     broken, good = _torch_cand("a * 2 + b + 0 * 7"), cand("py_correct")
@@ -322,7 +321,7 @@ def test_an_idle_lane_prepares_a_job_while_it_builds(cpu_config, tmp_path, monke
 
     with Archive(tmp_path / "serial.sqlite") as a:
         serial = evaluate(problem, good, cpu_config, a)
-    monkeypatch.setattr(local, "prepare", recorded)
+    preps = _recorded_prepares(monkeypatch)
     monkeypatch.setattr(local, "needs_build", lambda c, cfg: True)
     monkeypatch.setattr(local, "build_one", slow_build)
     with Archive(tmp_path / "a.sqlite") as a, LocalExecutor(a, prefetch=True, warmups=False) as ex:
@@ -331,7 +330,7 @@ def test_an_idle_lane_prepares_a_job_while_it_builds(cpu_config, tmp_path, monke
     assert r_broken.status is Status.COMPILE_ERROR and "expected ';'" in r_broken.reason
     assert _comparable(r_good) == _comparable(serial)
     assert [p.candidate.id for p in preps] == [broken.id, good.id]  # both claimed in turn, nothing else
-    assert all(p.work is None and all(w.proc.poll() is not None for w in (p.cand, p.judge)) for p in preps)
+    assert _all_ended(preps)
 
 
 def test_an_idle_lane_times_baselines_while_builds_run(cpu_config, tmp_path, monkeypatch):

@@ -70,13 +70,7 @@ class _Flusher:
         """Repeat the write for at least ``us`` microseconds of device time."""
         for _ in range(3):  # the first writes after a pause run slow: the state to undo
             self.buf.fill_(1.0)
-        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-        start.record()
-        for _ in range(5):
-            self.buf.fill_(1.0)
-        end.record()
-        end.synchronize()
-        once = max(start.elapsed_time(end) * 1000 / 5, 1.0)
+        once = max(_device_us(lambda: [self.buf.fill_(1.0) for _ in range(5)]) / 5, 1.0)
         self.repeats = max(1, math.ceil(us / once))
 
 
@@ -85,17 +79,22 @@ def sync(device: str) -> None:
         _cuda_sync()
 
 
+def _device_us(work: Callable[[], object]) -> float:
+    """Microseconds of device time ``work`` queues, between two events on the current stream."""
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    start.record()
+    work()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1000
+
+
 def _spin_cycles(cover_us: float) -> int:
     """Spin cycles that last ``cover_us`` at the clock the GPU runs now (after the warm-up)."""
     if cover_us <= 0:
         return 0
-    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     _cuda_sync()
-    start.record()
-    _spin(_SPIN_PROBE)
-    end.record()
-    end.synchronize()
-    us = max(start.elapsed_time(end) * 1000, 1e-3)
+    us = max(_device_us(lambda: _spin(_SPIN_PROBE)), 1e-3)
     return max(1, int(_SPIN_PROBE * cover_us / us))
 
 

@@ -343,40 +343,18 @@ class LocalExecutor(Executor):
                 if ahead is not None and not self._stopping:
                     (job, prep), ahead = ahead, None
                 else:
-                    item = self._take(lane, claim=claim[0] if claim else None)
+                    item, claim = self._next(lane, claim, block=True)
                     if item is None:
                         return
-                    if item is _LOST:
-                        self._drop(claim)
-                        claim = None
-                        continue
                     if isinstance(item, _Warmup):
                         self._warm_up(lane, item)
                         continue
-                    if isinstance(item, _Claim):
-                        claim = (item.job, self._prepare_quietly(lane, item.job))
-                        continue
-                    assert isinstance(item, Job)
-                    job, prep = item, None
-                if claim is not None and claim[0] is job:
-                    (_, prep), claim = claim, None
-                    with self._lock:
-                        self.stats.prepared_early += 1
+                    job, prep = item
                 lane.current = job
                 if self._prefetch:
-                    nxt = self._take(lane, block=False, claim=claim[0] if claim else None)
-                    if nxt is _LOST:
-                        self._drop(claim)
-                        claim = None
-                    elif isinstance(nxt, _Claim):
-                        claim = (nxt.job, self._prepare_quietly(lane, nxt.job))
-                    elif isinstance(nxt, Job):
-                        if claim is not None and claim[0] is nxt:
-                            ahead, claim = claim, None
-                            with self._lock:
-                                self.stats.prepared_early += 1
-                        else:
-                            ahead = (nxt, self._prepare_quietly(lane, nxt))
+                    nxt, claim = self._next(lane, claim, block=False)
+                    if isinstance(nxt, tuple):
+                        ahead = nxt if nxt[1] is not None else (nxt[0], self._prepare_quietly(lane, nxt[0]))
                 fin = self._evaluate_on(lane, job, prep)
                 lane.current = None
                 self._release(job)
@@ -410,6 +388,29 @@ class LocalExecutor(Executor):
                     ahead[1].close()
                 self._release(ahead[0])
             self._drop(claim)  # its job runs when built, on whichever lane takes it
+
+    def _next(self, lane: Lane, claim: tuple[Job, Prepared | None] | None, block: bool
+              ) -> tuple[tuple[Job, Prepared | None] | _Warmup | None, tuple[Job, Prepared | None] | None]:
+        """What ``lane`` does next (``_take``), and its claim after that: a job with the workers
+        its claim prepared for it (None: not prepared), warm-up work, or None (stopping; or,
+        looking ahead, nothing to run now). A building job offered is claimed and prepared."""
+        while True:
+            item = self._take(lane, block, claim[0] if claim else None)
+            if item is _LOST:
+                self._drop(claim)
+                claim = None
+            elif isinstance(item, _Claim):
+                claim = (item.job, self._prepare_quietly(lane, item.job))
+            elif isinstance(item, Job):
+                if claim is not None and claim[0] is item:
+                    with self._lock:
+                        self.stats.prepared_early += 1
+                    return claim, None
+                return (item, None), claim
+            else:
+                return item, claim
+            if not block:
+                return None, claim
 
     def _drop(self, claim: tuple[Job, Prepared | None] | None) -> None:
         """Close a claim's workers; its job (answered, or taken by another lane) needs no more."""
