@@ -62,8 +62,8 @@ def run(label: str, problem, candidate, config, evals: int, gap: float, console:
         rows.append(row)
         console.print(f"  {label:20s} eval {i}: {r.status.value:10s} "
                       f"cand {ct.median_ms if ct else float('nan'):.4f} ms ±{100 * ct.rel_spread if ct else 0:.1f}% "
-                      f"(n={ct.n if ct else 0}), eager {et.median_ms if et else float('nan'):.4f} ms "
-                      f"±{100 * et.rel_spread if et else 0:.1f}%, {r.eval_s:.1f} s")
+                      f"(n={ct.n if ct else 0}, late {ct.late if ct else 0}), eager {et.median_ms if et else float('nan'):.4f} ms "
+                      f"±{100 * et.rel_spread if et else 0:.1f}% (late {et.late if et else 0}), {r.eval_s:.1f} s")
     return {"label": label, "rows": rows}
 
 

@@ -152,3 +152,12 @@ def test_coverage_curves_show_the_gap():
     one = coverage_curve([(4, 2)], ks=[2])
     assert one.measured == pytest.approx([5 / 6]) and one.independent == pytest.approx([0.75])
     assert independent_coverage(0.2, 2) == pytest.approx(1 - 0.8 ** 2)
+
+
+def test_timing_stats_keep_late_calls_through_a_round_trip():
+    """``late`` (GPU calls the host was late for) survives to_dict/from_dict; records written
+    before it existed read as 0."""
+    t = TimingStats.from_samples([1.0, 2.0, 3.0], late=2)
+    assert TimingStats.from_dict(t.to_dict()) == t and t.late == 2
+    old = {k: v for k, v in t.to_dict().items() if k != "late"}
+    assert TimingStats.from_dict(old).late == 0

@@ -38,13 +38,16 @@ def _median_ms(fn, cover_us: float, flush: bool = False) -> float:
 
 def test_launch_cover_hides_only_host_time_before_the_first_kernel():
     """The spin (and the flush before it) keep the GPU busy while the host launches the call:
-    host time up to their length is not timed; host time beyond it is (the GPU waits, and the
-    events see the wait)."""
-    short, long_ = _host_then_kernel(100.0), _host_then_kernel(3000.0)
-    assert _median_ms(short, 0.0) >= 0.1  # nothing covers: the host's 100 us are timed
-    assert _median_ms(short, 500.0) < 0.06  # under a 500 us spin they are not
-    # 3 ms of host time: all but the ~1 ms re-warming flush and the 50 us spin is timed
-    assert _median_ms(long_, 50.0, flush=True) > 1.5
+    host time up to their length is not timed; a call whose host side outlasts the probe's
+    spin is timed whole."""
+    short, long_ = _host_then_kernel(100.0), _host_then_kernel(5000.0)
+    uncovered, covered = _median_ms(short, 0.0), _median_ms(short, 1000.0)
+    assert uncovered >= 0.1, uncovered  # nothing covers: the host's 100 us are timed
+    assert covered < 0.06, covered  # under a 1 ms spin they are not
+    # 5 ms of host time: the probe sees the call outlast its 1 ms spin, so it is timed without a
+    # cover, all 5 ms
+    long_median = _median_ms(long_, 50.0, flush=True)
+    assert long_median > 4.5, long_median
 
 
 def test_rewarm_repeats_the_flush_for_the_device_time_asked():
@@ -61,3 +64,69 @@ def test_rewarm_repeats_the_flush_for_the_device_time_asked():
     end.record()
     end.synchronize()
     assert flush.repeats > 1 and start.elapsed_time(end) >= 0.7, (flush.repeats, start.elapsed_time(end))
+
+
+def _raw_blocking_stream():
+    """A stream made by cudaStreamCreate (default flags: ordered by the legacy default stream),
+    as compiled code would make one, wrapped for torch."""
+    import ctypes
+
+    import torch
+
+    torch.cuda.init()
+    with open("/proc/self/maps") as maps:
+        lib = next(line.split()[-1] for line in maps if "libcudart.so" in line)
+    handle = ctypes.c_void_p()
+    assert ctypes.CDLL(lib).cudaStreamCreate(ctypes.byref(handle)) == 0
+    return torch.cuda.ExternalStream(handle.value)
+
+
+@pytest.mark.parametrize("where", ["pool stream", "pool stream, host waits", "raw blocking stream", "joined stream",
+                                   "current stream"])
+def test_work_on_any_stream_is_timed(where):
+    """A call that leaves half a millisecond of work on a side stream, unjoined, is timed with it:
+    the side stream is held behind the start event (else the work would run under the flush and
+    spin) and joined to the end event on the device; a stream of the program's own is ordered by
+    the legacy default stream; a call that waits for the GPU itself takes the synchronising path."""
+    import torch
+
+    from kernelsearch.evaluator.timing import _spin_cycles
+
+    torch.cuda.synchronize()
+    cycles = _spin_cycles(500.0)
+    x = torch.zeros(16, device="cuda")
+    side = _raw_blocking_stream() if where == "raw blocking stream" else torch.cuda.Stream()
+
+    def call():
+        cur = torch.cuda.current_stream()
+        if where == "current stream":
+            torch.cuda._sleep(cycles)
+            return x.add(1)
+        if where == "joined stream":
+            side.wait_stream(cur)
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(cycles)
+        if where == "joined stream":
+            cur.wait_stream(side)
+        if where == "pool stream, host waits":
+            side.synchronize()
+        return x.add(1)
+
+    median = _median_ms(call, 50.0, flush=True)
+    assert 0.3 <= median < 1.5, median  # the spin's length is calibrated at the clock of the moment
+
+
+def test_a_call_that_synchronises_is_timed_without_the_cover():
+    """A synchronise inside the call made the cover pointless and, with the side streams held,
+    cost 0.3-0.5 ms more: the probe sends such a call to the plain loop."""
+    import torch
+
+    x = torch.zeros(16, device="cuda")
+
+    def call():
+        y = x.add(1)
+        torch.cuda.synchronize()
+        return y
+
+    median = _median_ms(call, 50.0, flush=True)
+    assert median < 0.2, median

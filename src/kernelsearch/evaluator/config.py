@@ -29,10 +29,13 @@ class TimingConfig:
     # new input values for every timed call, so that replaying an earlier output is wrong
     fresh_inputs: bool = True
     spot_checks: int = 2  # timed-call outputs sent to the judge
+    # off (diagnostics only), the spin alone covers the host: the side streams' hold (~0.2 ms) is timed
     flush_cache: bool = True
     # on a GPU the flush is repeated for this much memory traffic before each timed call: after
     # the checks' few ms of host work a short kernel ran slower until the memory system woke
-    rewarm_us: float = 1000.0
+    # (~0.5 ms of traffic was enough); its second half also keeps the GPU behind the host while
+    # the host joins torch's side streams to the end event (~0.5 ms for 128 streams, H100 host)
+    rewarm_us: float = 2000.0
     # then a spin kernel this long keeps the GPU busy while the host launches each timed call:
     # the host's latency before the first kernel is not timed (with the flush: up to ~1 ms)
     cover_launch_us: float = 50.0

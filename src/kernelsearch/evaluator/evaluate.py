@@ -291,11 +291,12 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     timing = cand.first("timing") or {}
     samples = timing.get("samples_ms") or []
     spots = timing.get("spots") or []
+    late = timing.get("late") if type(timing.get("late")) is int else 0  # the worker's word: a diagnostic
     if not _valid_samples(samples):
         return _verdict(res, Status.CRASHED, "worker reported no valid timings")
     too_fast = impossible(samples, problem, config.device, host_device_name(config.device))
     if too_fast:
-        res.candidate_timing = TimingStats.from_samples(samples)
+        res.candidate_timing = TimingStats.from_samples(samples, late)
         return _verdict(res, Status.REJECTED, too_fast)
 
     # 5. the judge: reference outputs, comparisons, baselines
@@ -329,7 +330,7 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     norms = [c.norm_error for c in res.checks if c.norm_error is not None and c.tag != "determinism"]
     res.max_abs_error = max(errs) if errs else None
     res.norm_error = max(norms) if norms else None
-    res.candidate_timing = TimingStats.from_samples(samples)
+    res.candidate_timing = TimingStats.from_samples(samples, late)
 
     if len(res.checks) < len(trial_seeds) + 1 + len(spots):
         return _verdict(res, Status.CRASHED, "the judge did not check every output")

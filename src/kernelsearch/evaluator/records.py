@@ -31,6 +31,9 @@ class TimingStats:
     q1_ms: float
     q3_ms: float
     n: int
+    # GPU calls the host was late for (the GPU may have waited for it, and that time is in the
+    # figure): a call that synchronised itself, or a slow host (evaluator/timing.py); 0 on the CPU
+    late: int = 0
 
     @property
     def iqr_ms(self) -> float:
@@ -42,7 +45,7 @@ class TimingStats:
         return self.iqr_ms / self.median_ms if self.median_ms > 0 else float("inf")
 
     @classmethod
-    def from_samples(cls, samples_ms: list[float]) -> TimingStats:
+    def from_samples(cls, samples_ms: list[float], late: int = 0) -> TimingStats:
         if not samples_ms:
             raise ValueError("no timing samples")
         xs = sorted(float(x) for x in samples_ms)
@@ -58,6 +61,7 @@ class TimingStats:
             q1_ms=q1,
             q3_ms=q3,
             n=len(xs),
+            late=late,
         )
 
     def to_dict(self) -> dict[str, float]:
@@ -70,7 +74,8 @@ class TimingStats:
     def from_dict(cls, d: dict[str, Any] | None) -> TimingStats | None:
         if not d:
             return None
-        return cls(**{k: d[k] for k in ("median_ms", "mean_ms", "min_ms", "max_ms", "q1_ms", "q3_ms", "n")})
+        return cls(**{k: d[k] for k in ("median_ms", "mean_ms", "min_ms", "max_ms", "q1_ms", "q3_ms", "n")},
+                   late=int(d.get("late") or 0))
 
 
 @dataclass

@@ -1,16 +1,26 @@
 """The timing protocol, run inside a worker. The same code times candidates and baselines.
 
-GPU: device events around each call, the L2 cache flushed before it, a device-wide
-synchronise before the end event (so side-stream work counts). The flush is repeated for
-``rewarm_us`` of memory traffic: after the few milliseconds of host-side checks between
-calls, an H100 ran a 0.09 ms kernel 10-100 % slower (at full clocks) until about half a
-millisecond of memory traffic had woken it, by amounts that differed between kernels and
-runs. The flush and then a short spin kernel keep the GPU busy while the host records the
-start event and launches the call, so the host's latency before the call's first kernel
-(~20-50 us, which varied by 20 % between processes) is not timed, up to the flush's and the
-spin's length together (about 1 ms); a longer wait for the host is. What the host does in that
+GPU: device events around each call, the L2 cache flushed before it. The flush is repeated for
+``rewarm_us`` of memory traffic: after the few milliseconds of host-side checks between calls,
+an H100 ran a 0.09 ms kernel 10-100 % slower (at full clocks) until about half a millisecond of
+memory traffic had woken it. The flush and then a short spin kernel (the cover) keep the GPU
+busy while the host records the start event and launches the call, so the host's latency
+before the call's first kernel (~20-50 us, which varied by 20 % between processes) is not
+timed, up to the cover's length; a longer wait for the host is. What the host does in that
 time cannot depend on the call's inputs: they are fresh and on the device, and reading them
-back waits for the flush (docs/measurements.md, "Fourth round"). CPU: the same loop on a wall
+back waits for the flush (docs/measurements.md, "Fourth round").
+
+Work on side streams counts without the host in the timed window (``_SideStreams``): torch's
+pool streams wait for the start event (so none of their work runs early under the cover) and
+the end event waits for them, all on the device; a stream the program creates without the
+non-blocking flag is ordered by the legacy default stream the loop runs on. A device-wide
+synchronise before the end event, the earlier way, also timed the host's wake-up and launch,
+15-90 us that drifted within one loop: an RMSNorm kernel of 0.137 ms timed 0.155-0.23 ms
+("Fifth round"). A call that waits for the GPU itself (a synchronise inside it), found by one
+probe call after the warm-up, gets no cover and so needs no hold: the start event on an idle
+GPU, a device-wide synchronise before the end (``_plain_call``).
+
+CPU: the same loop on a wall
 clock, with the last-level cache flushed by writing a large buffer. Inputs are fresh values
 for every call (``inputs_for``, generated outside the timed region) so an output replayed from
 an earlier call is wrong, or, for callers that pass fixed sets, rotated over those sets.
@@ -39,13 +49,16 @@ _wall = time.perf_counter
 _cuda_sync = torch.cuda.synchronize
 _Event = torch.cuda.Event
 _spin = torch.cuda._sleep
+_Stream = torch.cuda.Stream
 _SPIN_PROBE = 200_000  # cycles of the probe that converts cover_launch_us into spin cycles
+_MAX_COVER = 8  # the flush may grow to this many times rewarm_us while the host is late
 
 
 @dataclass
 class TimedRun:
     samples_ms: list[float]
     spot_outputs: list[tuple[int, object]] = field(default_factory=list)  # (input set, output)
+    late: int = 0  # GPU calls the host was late for, its time possibly in the figure (``_gpu_call``)
 
 
 class _Flusher:
@@ -62,8 +75,12 @@ class _Flusher:
         self.buf = torch.empty(nbytes // 4, dtype=torch.float32, device=device)
         self.repeats = 1
 
-    def __call__(self) -> None:
-        for _ in range(self.repeats):
+    def __call__(self, halfway: torch.cuda.Event | None = None) -> None:
+        """``halfway`` is recorded after half the writes: while it has not run, the GPU has at
+        least half the flush still to do."""
+        for i in range(self.repeats):
+            if halfway is not None and i == self.repeats // 2:
+                halfway.record()
             self.buf.fill_(1.0)
 
     def rewarm(self, us: float) -> None:
@@ -72,6 +89,97 @@ class _Flusher:
             self.buf.fill_(1.0)
         once = max(_device_us(lambda: [self.buf.fill_(1.0) for _ in range(5)]) / 5, 1.0)
         self.repeats = max(1, math.ceil(us / once))
+
+
+class _SideStreams:
+    """torch's pool streams (what ``torch.cuda.Stream()`` and ``getStreamFromPool`` hand out),
+    but the caller's own. ``hold`` makes each wait for the start event, so work queued on them
+    during the call cannot run under the flush and spin before it; ``join`` makes the caller's
+    stream wait for each, so its end event comes after their work. Both are waits on the device,
+    which the host issues while the GPU is still flushing. (Timing events recorded on the held
+    streams instead delayed even the caller's own end by 0.12-0.15 ms on an H100; plain events
+    and waits cost nothing measurable.)"""
+
+    def __init__(self) -> None:
+        self.current = torch.cuda.current_stream()
+        least, greatest = _Stream.priority_range()  # e.g. (0, -3): lower numbers are higher priorities
+        seen: dict[int, torch.cuda.Stream] = {}
+        for priority in range(least, greatest - 1, -1):
+            for _ in range(256):  # a pool hands its streams out round-robin: stop at the first repeat
+                s = _Stream(priority=priority)
+                if s.cuda_stream in seen:
+                    break
+                seen[s.cuda_stream] = s
+        self.streams = [s for h, s in seen.items() if h != self.current.cuda_stream]
+        self._joins = [_Event() for _ in self.streams]
+
+    # Event.record and Event.wait, not Stream.wait_event: the worker's identity checks watch
+    # the Event methods, so a candidate that replaces them is rejected, not merely unheld
+    def hold(self, start: torch.cuda.Event) -> None:
+        for s in self.streams:
+            start.wait(s)
+
+    def join(self) -> None:
+        for s, e in zip(self.streams, self._joins, strict=True):
+            e.record(s)
+            e.wait(self.current)
+
+
+def _gpu_call(fn: Callable[..., object], args: Sequence[object], flush: _Flusher | None, spin: int,
+              side: _SideStreams) -> tuple[object, float, bool]:
+    """One timed call under the cover: its output, milliseconds from the start event to the end
+    of its last work on any stream, and whether the host was late. The end event waits on the
+    device for the side streams' join, which the host issues after the call returns; the host
+    is late when the cover was no longer half to do by then (a slow host, or a call that waited
+    for the GPU though the probe said it did not): the GPU may have gone idle, and the host's
+    time to issue the join is in the figure, which errs long, never short."""
+    start, end, halfway = _Event(enable_timing=True), _Event(enable_timing=True), _Event()
+    _cuda_sync()
+    if flush is not None:  # no wait between flush and spin: with one, short kernels timed 25-50 % slower
+        flush(halfway)
+    else:
+        halfway.record()
+    if spin:
+        _spin(spin)
+    start.record(side.current)  # runs once the flush and spin are done: the call is queued by then
+    side.hold(start)
+    out = fn(*args)
+    late = halfway.query()
+    side.join()
+    end.record(side.current)
+    _cuda_sync()  # the checks after the call see its work done
+    return out, start.elapsed_time(end), late
+
+
+def _plain_call(fn: Callable[..., object], args: Sequence[object], flush: _Flusher | None) -> tuple[object, float]:
+    """One timed call for a call that waits for the GPU itself: no cover (the GPU would wait for
+    the host anyway), so nothing to hold; the start event on an idle GPU, a device-wide
+    synchronise before the end event. With the side streams held, a synchronise inside the call
+    took ~0.3-0.5 ms more (an RMSNorm kernel timed 0.80-0.88 ms instead of 0.22)."""
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    _cuda_sync()
+    if flush is not None:
+        flush()
+        _cuda_sync()
+    start.record()
+    out = fn(*args)
+    _cuda_sync()  # device-wide: work on any stream counts
+    end.record()
+    end.synchronize()
+    return out, start.elapsed_time(end)
+
+
+def _waits_for_gpu(call: Callable[[], object]) -> tuple[object, bool]:
+    """Run ``call`` behind a 1 ms spin: its output, and whether it returned only once the GPU
+    had caught up with it (it synchronises, or its host side outlasts 1 ms)."""
+    _cuda_sync()
+    cycles, done = _spin_cycles(1000.0), _Event()
+    _spin(cycles)
+    done.record()
+    out = call()
+    waited = done.query()
+    _cuda_sync()
+    return out, waited
 
 
 def sync(device: str) -> None:
@@ -134,10 +242,21 @@ def time_calls(
             if after is not None:
                 after(out)
             del out, args
+        plain = False  # GPU: a call that waits for the GPU itself is timed by _plain_call
+        if device == "cuda":  # one more warm-up call, behind a spin, tells
+            _, args = args_for(0)
+            if before is not None:
+                before()
+            out, plain = _waits_for_gpu(lambda: fn(*args))  # noqa: B023 - called at once
+            if after is not None:
+                after(out)
+            del out, args
         sync(device)
         spin = _spin_cycles(cfg.cover_launch_us) if device == "cuda" else 0
+        side = _SideStreams() if device == "cuda" and not plain else None
         if flush is not None and device == "cuda":
             flush.rewarm(cfg.rewarm_us)
+        base_repeats, n_late = flush.repeats if flush is not None else 1, 0
         rng = random.Random()
         spot_at = set(rng.sample(range(cfg.min_reps), min(spot_checks, cfg.min_reps)))
         samples: list[float] = []
@@ -150,19 +269,15 @@ def time_calls(
                 flush()  # write may start the CPU thread pool, which is not the call's doing
             if before is not None:
                 before()
-            if device == "cuda":
-                start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-                _cuda_sync()
-                if flush is not None:  # no wait between flush and spin: with one, short kernels timed 25-50 % slower
-                    flush()
-                if spin:
-                    _spin(spin)
-                start.record()  # runs once the flush and spin are done: the call is queued by then
-                out = fn(*args)
-                _cuda_sync()  # device-wide: work on any stream counts
-                end.record()
-                end.synchronize()
-                samples.append(start.elapsed_time(end))
+            if plain:
+                out, ms = _plain_call(fn, args, flush)
+                samples.append(ms)
+            elif device == "cuda":
+                out, ms, late = _gpu_call(fn, args, flush, spin, side)
+                samples.append(ms)
+                n_late += late
+                if late and flush is not None and flush.repeats < _MAX_COVER * base_repeats:
+                    flush.repeats *= 2  # a longer cover, so that the host keeps ahead of the GPU
             else:
                 t0 = _now_ns()
                 out = fn(*args)
@@ -178,7 +293,7 @@ def time_calls(
                     break
                 if _wall() - start_wall > cfg.budget_s:
                     break
-    return TimedRun(samples_ms=samples, spot_outputs=spots)
+    return TimedRun(samples_ms=samples, spot_outputs=spots, late=n_late)
 
 
 def _copy(out: object) -> object:

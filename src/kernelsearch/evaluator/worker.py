@@ -260,7 +260,7 @@ def _timed_loop(model, problem, job: dict, ch: Channel, out_dir: Path, before, a
     for j, (k, out) in enumerate(run.spot_outputs):
         write_tensors(out_dir / f"timed{j}.kst", out)
         spots.append({"file": f"timed{j}.kst", "input_set": k})
-    ch.send("timing", samples_ms=run.samples_ms, spots=spots)
+    ch.send("timing", samples_ms=run.samples_ms, spots=spots, late=run.late)
 
 
 def _timing_inputs(problem, job: dict, tcfg) -> tuple[list, object]:
@@ -390,12 +390,12 @@ def run_judge(job: dict, ch: Channel) -> None:
         hooks = _baseline_hooks(device)
         ch.send("phase", phase="timing")
         eager = time_calls(model, sets, device, tcfg, inputs_for=inputs_for, **hooks)
-        ch.send("baseline", kind="eager", stats=TimingStats.from_samples(eager.samples_ms).to_dict())
+        ch.send("baseline", kind="eager", stats=TimingStats.from_samples(eager.samples_ms, eager.late).to_dict())
         if want is True and job.get("compile_baseline"):
             try:
                 compiled = torch.compile(model)
                 run = time_calls(compiled, sets, device, tcfg, inputs_for=inputs_for, **hooks)
-                ch.send("baseline", kind="compile", stats=TimingStats.from_samples(run.samples_ms).to_dict())
+                ch.send("baseline", kind="compile", stats=TimingStats.from_samples(run.samples_ms, run.late).to_dict())
             except Exception as e:  # noqa: BLE001 - a baseline that cannot compile is reported
                 ch.send("baseline", kind="compile", stats=None, error=f"{type(e).__name__}: {e}"[:2000])
     ch.send("done")
