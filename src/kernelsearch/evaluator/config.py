@@ -37,7 +37,7 @@ class TimingConfig:
     # the host joins torch's side streams to the end event (~0.5 ms for 128 streams, H100 host)
     rewarm_us: float = 2000.0
     # then a spin kernel this long keeps the GPU busy while the host launches each timed call:
-    # the host's latency before the first kernel is not timed (with the flush: up to ~1 ms)
+    # the host's latency before the first kernel is not timed (with the flush: up to ~2 ms)
     cover_launch_us: float = 50.0
 
 
