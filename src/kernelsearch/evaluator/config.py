@@ -13,6 +13,12 @@ def default_home() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "kernelsearch"
 
 
+# GPU timing: the cover (flush) may grow to this many times rewarm_us while the host is late
+# for calls, and each late call is made again, on fresh inputs: one retry per doubling
+MAX_COVER = 8
+LATE_RETRIES = 3
+
+
 @dataclass(frozen=True)
 class TimingConfig:
     warmup: int = 3

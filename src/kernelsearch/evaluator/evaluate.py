@@ -23,7 +23,7 @@ from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.builds import build_dir, clear_locks
 from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.evaluator.ceilings import ceilings, roofline
-from kernelsearch.evaluator.config import EvalConfig
+from kernelsearch.evaluator.config import LATE_RETRIES, EvalConfig
 from kernelsearch.evaluator.profiling import from_report, ncu_profile, summarise
 from kernelsearch.evaluator.protocol import protocol_violation
 from kernelsearch.evaluator.records import EvalResult, Status, TimingStats, TrialCheck
@@ -178,7 +178,8 @@ def _draw_seeds(config: EvalConfig, trials: int) -> tuple[int, list[int], list[i
     init_seed = draw()
     trial_seeds = [draw() for _ in range(trials)]
     t = config.timing
-    return init_seed, trial_seeds, [draw() for _ in range(t.warmup + t.max_reps if t.fresh_inputs else t.input_sets)]
+    n = t.warmup + t.max_reps + LATE_RETRIES if t.fresh_inputs else t.input_sets
+    return init_seed, trial_seeds, [draw() for _ in range(n)]
 
 
 def _common_job(problem: Problem, config: EvalConfig, init_seed: int, timing_seeds: list[int], out_dir: Path) -> dict:

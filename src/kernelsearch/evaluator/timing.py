@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from kernelsearch.evaluator.config import MAX_COVER as _MAX_COVER
 from kernelsearch.evaluator.config import TimingConfig
 from kernelsearch.evaluator.records import TimingStats
 
@@ -51,7 +52,6 @@ _Event = torch.cuda.Event
 _spin = torch.cuda._sleep
 _Stream = torch.cuda.Stream
 _SPIN_PROBE = 200_000  # cycles of the probe that converts cover_launch_us into spin cycles
-_MAX_COVER = 8  # the flush may grow to this many times rewarm_us while the host is late
 
 
 @dataclass
@@ -130,9 +130,12 @@ def _gpu_call(fn: Callable[..., object], args: Sequence[object], flush: _Flusher
     """One timed call under the cover: its output, milliseconds from the start event to the end
     of its last work on any stream, and whether the host was late. The end event waits on the
     device for the side streams' join, which the host issues after the call returns; the host
-    is late when the cover was no longer half to do by then (a slow host, or a call that waited
-    for the GPU though the probe said it did not): the GPU may have gone idle, and the host's
-    time to issue the join is in the figure, which errs long, never short."""
+    is late when the cover was no longer half to do once the join was issued (a slow host, or
+    a call that waited for the GPU though the probe said it did not): the GPU may have waited
+    for the host, whose time is then in the figure. Lateness is judged after the join, the last
+    host work before the end event: judged before it, a host slow to issue the join's 256
+    calls timed an 0.30 ms LayerNorm at 0.40-0.45 ms in some processes, unflagged
+    (docs/measurements.md, "Sixth round")."""
     start, end, halfway = _Event(enable_timing=True), _Event(enable_timing=True), _Event()
     _cuda_sync()
     if flush is not None:  # no wait between flush and spin: with one, short kernels timed 25-50 % slower
@@ -144,8 +147,8 @@ def _gpu_call(fn: Callable[..., object], args: Sequence[object], flush: _Flusher
     start.record(side.current)  # runs once the flush and spin are done: the call is queued by then
     side.hold(start)
     out = fn(*args)
-    late = halfway.query()
     side.join()
+    late = halfway.query()
     end.record(side.current)
     _cuda_sync()  # the checks after the call see its work done
     return out, start.elapsed_time(end), late
@@ -218,7 +221,8 @@ def time_calls(
 ) -> TimedRun:
     """Time ``fn``; keep copies of the outputs of ``spot_checks`` timed calls, taken as soon as
     each call is over. Call ``i`` (warm-up calls first) gets ``inputs_for(i)`` when given, else
-    ``input_sets[i % len(input_sets)]``; a spot output is tagged with that ``i`` when
+    ``input_sets[i % len(input_sets)]`` (``inputs_for`` must take up to ``warmup + max_reps +
+    LATE_RETRIES`` calls); a spot output is tagged with that ``i`` when
     ``inputs_for`` is given, else with its set's index. ``before``/``after(output)`` run
     around every call, outside the timed region (the candidate worker's guards)."""
     flush = _Flusher(device) if cfg.flush_cache else None
@@ -262,9 +266,10 @@ def time_calls(
         samples: list[float] = []
         spots: list[tuple[int, object]] = []
         start_wall = _wall()
-        rep = 0
+        rep = calls = 0  # kept samples; calls made (a late one is made again on the next inputs)
         while rep < cfg.max_reps:
-            k, args = args_for(cfg.warmup + rep)
+            k, args = args_for(cfg.warmup + calls)
+            calls += 1
             if flush is not None and device != "cuda":  # before the watch: a first parallel
                 flush()  # write may start the CPU thread pool, which is not the call's doing
             if before is not None:
@@ -274,10 +279,16 @@ def time_calls(
                 samples.append(ms)
             elif device == "cuda":
                 out, ms, late = _gpu_call(fn, args, flush, spin, side)
-                samples.append(ms)
                 n_late += late
                 if late and flush is not None and flush.repeats < _MAX_COVER * base_repeats:
-                    flush.repeats *= 2  # a longer cover, so that the host keeps ahead of the GPU
+                    # a longer cover, so that the host keeps ahead of the GPU, and the call
+                    # timed again: its figure may hold the host's time, not the kernel's
+                    flush.repeats *= 2
+                    if after is not None:
+                        after(out)
+                    del out, args
+                    continue
+                samples.append(ms)  # at the longest cover a late call is kept: it errs long
             else:
                 t0 = _now_ns()
                 out = fn(*args)

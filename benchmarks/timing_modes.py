@@ -1,0 +1,195 @@
+"""Why one kernel times differently from one process to the next: the same candidate timed
+under several protocols inside one process, with the device addresses of its input and output.
+
+Run it in several fresh processes (a shell loop). A protocol that is fast in every process
+while another is slow in some says the slow mode is the protocol's doing; a protocol whose time
+follows where the input and output sit says it is their placement. Protocols:
+
+- ``plain``: one fixed input, the L2 flushed once before each call, events around it (what a
+  hand-written script does).
+- ``worker``: the candidate worker's own code (``run_candidate``: correctness trials with
+  poisoned memory, then the timed loop with fresh inputs and the guards' checks), in-process.
+- ``fixed`` / ``fresh`` / ``fresh+kept``: the timed loop alone with three fixed input sets, with
+  fresh inputs per call, and with fresh inputs while the previous call's output is kept alive
+  (as the guards keep it).
+- ``offset``: the plain protocol with the input placed at offsets into one large buffer.
+
+Usage (GPU)::
+
+    python benchmarks/timing_modes.py PROBLEM CANDIDATE [--json FILE] [--only plain,worker]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from kernelsearch.evaluator import timing as timing_mod
+from kernelsearch.evaluator import worker
+from kernelsearch.evaluator.config import TimingConfig
+from kernelsearch.problems.loader import load_module
+
+MB = 1 << 20
+
+
+class _Capture:
+    """Stands in for the worker's pipe to the parent: keeps what it is sent."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict]] = []
+
+    def send(self, event: str, **payload) -> None:
+        self.events.append((event, payload))
+
+    def first(self, event: str) -> dict:
+        return next((p for e, p in self.events if e == event), {})
+
+
+def _summary(samples: list[float], layouts: list[tuple[int, int]] | None = None) -> dict:
+    q = statistics.quantiles(samples, n=4) if len(samples) >= 4 else [min(samples), 0, max(samples)]
+    med = statistics.median(samples)
+    row = {"median_ms": med, "min_ms": min(samples), "max_ms": max(samples),
+           "iqr_rel": (q[2] - q[0]) / med, "n": len(samples), "samples_ms": samples}
+    if layouts:
+        # the output's offset from the input, in MiB, per call: the placement the allocator chose
+        rel = [(o - i) / MB for i, o in layouts]
+        row["out_minus_in_mib"] = rel
+        row["in_mod_2mib_kib"] = [(i % (2 * MB)) / 1024 for i, _ in layouts]
+    return row
+
+
+def _flush_buf() -> torch.Tensor:
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    return torch.empty(max(2 * l2, 64 * MB) // 4, device="cuda")
+
+
+def plain(model, x: list, calls: int = 30) -> dict:
+    buf, samples, layouts = _flush_buf(), [], []
+    with torch.no_grad():
+        for _ in range(3):
+            model(*x)
+        for _ in range(calls):
+            buf.fill_(1.0)
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            out = model(*x)
+            e.record()
+            e.synchronize()
+            samples.append(s.elapsed_time(e))
+            layouts.append((x[0].data_ptr(), out.data_ptr()))
+            del out
+    return _summary(samples, layouts)
+
+
+def _logged(fn, layouts: list):
+    def call(*args):
+        out = fn(*args)
+        layouts.append((args[0].data_ptr(), out.data_ptr()))
+        return out
+    return call
+
+
+def loop(model, problem, seeds: list[int], mode: str) -> dict:
+    cfg = TimingConfig()
+    layouts: list = []
+    kept: list = []
+
+    def keep(out):  # the guards keep the last timed output alive until the next call is over
+        kept[:] = [out]
+
+    fresh = mode != "fixed"
+    sets = [] if fresh else [worker.make_inputs(problem, s, "cuda") for s in seeds[:3]]
+    run = timing_mod.time_calls(_logged(model, layouts), sets, "cuda", cfg,
+                                inputs_for=(lambda k: worker.make_inputs(problem, seeds[k], "cuda")) if fresh else None,
+                                after=keep if mode == "fresh+kept" else None)
+    kept.clear()
+    return {**_summary(run.samples_ms, layouts), "late": run.late}
+
+
+def in_worker(problem_path: Path, cand_path: Path, seeds: list[int]) -> dict:
+    """The candidate worker's run, in this process: its timed samples and the placements."""
+    layouts: list = []
+    real = timing_mod.time_calls
+
+    def logged_time_calls(fn, *a, **kw):
+        return real(_logged(fn, layouts), *a, **kw)
+
+    timing_mod.time_calls = logged_time_calls
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            job = {"role": "candidate", "device": "cuda", "problem_path": str(problem_path), "init_seed": 7,
+                   "timing_seeds": seeds, "timing": asdict(TimingConfig()), "out_dir": tmp,
+                   "distribution": "normal", "candidate_path": str(cand_path), "trial_seeds": [11, 12, 13, 14, 15],
+                   "backend": "cuda", "kernel_names": None, "profile": False}
+            ch = _Capture()
+            worker.run_candidate(job, ch)
+    finally:
+        timing_mod.time_calls = real
+    t = ch.first("timing")
+    if not t:
+        return {"error": ch.first("error")}
+    return {**_summary(t["samples_ms"], layouts[-len(t["samples_ms"]):]), "late": t.get("late")}
+
+
+def offsets(model, problem, seed: int) -> list[dict]:
+    x0 = worker.make_inputs(problem, seed, "cuda")
+    n = x0[0].numel()
+    pool = torch.empty(n + 256 * MB // 4, device="cuda")
+    rows = []
+    for off in (0, 4 << 10, 64 << 10, 1 * MB, 2 * MB, 4 * MB, 16 * MB, 64 * MB, 128 * MB, 192 * MB):
+        x = pool[off // 4: off // 4 + n].view_as(x0[0])
+        x.copy_(x0[0])
+        r = plain(model, [x, *x0[1:]], calls=15)
+        rows.append({"offset_kib": off // 1024, **{k: v for k, v in r.items() if k != "samples_ms"}})
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("problem", type=Path)
+    ap.add_argument("candidate", type=Path)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--only", default="plain,worker,plain2,fixed,fresh,fresh+kept,offset")
+    args = ap.parse_args()
+    want = args.only.split(",")
+    problem = load_module(args.problem, device="cuda", name="ks_reference_problem")
+    seeds = list(range(100, 100 + TimingConfig().warmup + TimingConfig().max_reps))
+    result: dict = {"device": torch.cuda.get_device_name(0)}
+    cand = worker.load_module_plain(args.candidate, "ks_modes_candidate")
+    model = worker.make_model(cand.ModelNew, problem, 7, "cuda")
+    x = worker.make_inputs(problem, 1, "cuda")
+    if "plain" in want:
+        result["plain"] = plain(model, x)
+    if "worker" in want:
+        result["worker"] = in_worker(args.problem, args.candidate, seeds)
+    if "plain2" in want:
+        result["plain2"] = plain(model, x)
+    del x
+    for mode in ("fixed", "fresh", "fresh+kept"):
+        if mode in want:
+            result[mode] = loop(model, problem, seeds, mode)
+    if "offset" in want:
+        result["offset"] = offsets(model, problem, 1)
+    if args.json:
+        args.json.write_text(json.dumps(result))
+    for k, v in result.items():
+        if isinstance(v, dict) and "median_ms" in v:
+            rel = v.get("out_minus_in_mib") or [0]
+            print(f"{k:11s} median {v['median_ms']:.4f} ms  min {v['min_ms']:.4f}  max {v['max_ms']:.4f}  "
+                  f"iqr {100 * v['iqr_rel']:.1f}%  n {v['n']}  out-in MiB {sorted(set(round(r) for r in rel))[:6]}")
+        elif k == "offset":
+            print("offset     " + "  ".join(f"{r['offset_kib']}K:{r['median_ms']:.3f}" for r in v))
+        elif isinstance(v, dict):
+            print(k, v)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
