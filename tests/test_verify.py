@@ -55,10 +55,17 @@ def test_failed_verification_leaves_the_ranking(tmp_path, cpu_config):
         assert {m.candidate_id for m in store.members(run_id)} == {FRAGILE.id, STABLE.id}
     results = verify_best(tmp_path / "run", top=2, trials=3)
     assert {r.candidate_id: r.ok for r in results} == {FRAGILE.id: False, STABLE.id: True}
+    stable = next(r for r in results if r.candidate_id == STABLE.id)
+    assert stable.confirmation is not None and stable.confirmation["processes"] == 3
+    assert any(c.name == "timing:confirmed" and c.ok for c in stable.checks)
+    fragile = next(r for r in results if r.candidate_id == FRAGILE.id)
+    assert fragile.confirmation is None  # a kernel that failed a re-check is not timed again
     with RunStore(tmp_path / "run") as store:
         assert [m.candidate_id for m in store.members(run_id)] == [STABLE.id]
         ok, reason = store.archive.verification(FRAGILE.id)
         assert not ok and "offset" in reason
+        assert store.archive.confirmation(STABLE.id, "cpu")["median_ms"] > 0
+        assert store.archive.confirmation(FRAGILE.id, "cpu") is None
     assert verify_best(tmp_path / "run", top=2, trials=3) == []  # nothing left to verify
     out = subprocess.run([sys.executable, "-m", "kernelsearch.cli.main", "show", str(tmp_path / "run"), "--json"],
                          capture_output=True, text=True, env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})

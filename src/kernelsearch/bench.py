@@ -9,7 +9,8 @@ from typing import Any
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.records import EvalResult
+from kernelsearch.evaluator.confirm import DEFAULT_PROCESSES, Confirmation, confirm
+from kernelsearch.evaluator.records import EvalResult, Status
 from kernelsearch.executors import Finished, Job, make_executor
 from kernelsearch.metrics.fastp import FAST_P_THRESHOLDS, correctness_rate, fast_p_table, geomean
 from kernelsearch.problems.loader import Problem, ProblemError
@@ -42,13 +43,19 @@ def match_solutions(problems: list[Problem], spec: str, device: str) -> list[tup
 class BenchSummary:
     device: str
     results: list[tuple[Problem, EvalResult | None]] = field(default_factory=list)
+    # per problem name: the correct candidate's timing confirmed over fresh processes
+    confirmations: dict[str, Confirmation] = field(default_factory=dict)
 
     def speedups(self, baseline: str, own_kernels: bool = False) -> list[float | None]:
-        """Per-problem speedups; ``own_kernels`` counts results marked torch_fallback (the work
-        was PyTorch's) as unsolved, so fast_p can be reported with and without them."""
+        """Per-problem speedups, the confirmed figure where there is one (a kernel a confirming
+        process found wrong is unsolved); ``own_kernels`` counts results marked torch_fallback
+        (the work was PyTorch's) as unsolved, so fast_p can be reported with and without them."""
         out = []
-        for _, r in self.results:
+        for p, r in self.results:
             s = None if r is None else (r.speedup_vs_eager if baseline == "eager" else r.speedup_vs_compile)
+            conf = self.confirmations.get(p.name)
+            if conf is not None:
+                s = conf.speedup_vs_eager if baseline == "eager" else conf.speedup_vs_compile
             if own_kernels and r is not None and "torch_fallback" in r.flags:
                 s = None
             out.append(s)
@@ -79,7 +86,8 @@ class BenchSummary:
                 for b in ("eager", "compile")
             },
             "results": [
-                {"problem": p.name, **(r.to_dict() if r is not None else {"status": "no_candidate"})}
+                {"problem": p.name, **(r.to_dict() if r is not None else {"status": "no_candidate"}),
+                 "confirmation": self.confirmations[p.name].to_dict() if p.name in self.confirmations else None}
                 for p, r in self.results
             ],
         }
@@ -87,9 +95,12 @@ class BenchSummary:
 
 def run_bench(pairs: list[tuple[Problem, Path | None]], config: EvalConfig, archive: Archive | None,
               progress: bool = True, jobs: int | None = None, executor: str = "local",
-              executor_options: dict[str, Any] | None = None) -> BenchSummary:
+              executor_options: dict[str, Any] | None = None,
+              confirm_processes: int = DEFAULT_PROCESSES) -> BenchSummary:
     """Evaluate every matched candidate through an executor (default ``local``: builds in
-    parallel on ``jobs`` cores while the evaluation lanes take built candidates one at a time)."""
+    parallel on ``jobs`` cores while the evaluation lanes take built candidates one at a time),
+    then confirm each correct one's timing over ``confirm_processes`` fresh processes, one
+    kernel at a time (0: publish the single evaluation's figures)."""
     summary = BenchSummary(device=config.device)
     todo = [Job(p, Candidate.from_file(c), config, tag=p.name) for p, c in pairs if c is not None]
     opts = dict(executor_options or {})
@@ -112,4 +123,13 @@ def run_bench(pairs: list[tuple[Problem, Path | None]], config: EvalConfig, arch
             out = ex.evaluate_many(todo)
     results = {j.tag: r for j, r in zip(todo, out, strict=True)}
     summary.results = [(p, results.get(p.name)) for p, _ in pairs]
+    if confirm_processes > 0:
+        for job in todo:
+            r = results[job.tag]
+            if r.status is not Status.CORRECT:
+                continue
+            conf = confirm(job.problem, job.candidate, config, confirm_processes, compile_ms=r.compile_ms)
+            summary.confirmations[job.tag] = conf
+            if archive is not None:
+                archive.add_confirmation(r.candidate_id, r.problem_id, config.device, conf.to_dict())
     return summary

@@ -119,6 +119,18 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (norm_hash, problem_id, device, config_key)
     )
     """,
+    # 5: confirmed timings (evaluator/confirm.py): the figure published for a kernel, pooled
+    # over several fresh processes, each timed next to its eager baseline
+    """
+    CREATE TABLE confirmations (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        candidate_id TEXT NOT NULL, problem_id TEXT NOT NULL, device TEXT NOT NULL,
+        ok INTEGER NOT NULL, processes INTEGER NOT NULL, median_ms REAL, rel_spread REAL,
+        eager_ms REAL, speedup_vs_eager REAL, speedup_vs_compile REAL,
+        record TEXT NOT NULL, created_at REAL NOT NULL
+    );
+    CREATE INDEX confirmations_by_candidate ON confirmations(candidate_id, device);
+    """,
 ]
 
 
@@ -240,6 +252,26 @@ class Archive:
                 (candidate_id, problem_id, device, int(ok), reason, json.dumps(record, default=str), time.time()),
             )
             return int(cur.lastrowid)
+
+    def add_confirmation(self, candidate_id: str, problem_id: str, device: str, record: dict) -> int:
+        """``record``: ``Confirmation.to_dict()``; the latest one for a kernel is its published figure."""
+        with self.tx() as c:
+            cur = c.execute(
+                """INSERT INTO confirmations(candidate_id, problem_id, device, ok, processes, median_ms, rel_spread,
+                   eager_ms, speedup_vs_eager, speedup_vs_compile, record, created_at)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?)""",
+                (candidate_id, problem_id, device, int(bool(record.get("ok"))), int(record.get("processes") or 0),
+                 _finite(record.get("median_ms")), _finite(record.get("rel_spread")),
+                 _finite(record.get("eager_median_ms")), _finite(record.get("speedup_vs_eager")),
+                 _finite(record.get("speedup_vs_compile")), json.dumps(record, default=str), time.time()),
+            )
+            return int(cur.lastrowid)
+
+    def confirmation(self, candidate_id: str, device: str) -> dict | None:
+        """The latest confirmation record of a kernel on a device, or None."""
+        row = self.conn.execute("SELECT record FROM confirmations WHERE candidate_id=? AND device=? "
+                                "ORDER BY id DESC LIMIT 1", (candidate_id, device)).fetchone()
+        return json.loads(row["record"]) if row else None
 
     def put_dedup(self, norm_hash: str, problem_id: str, device: str, config_key: str, candidate_id: str,
                   evaluation_id: int) -> None:

@@ -115,7 +115,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from e
     with _archive(args) as archive:
         summary = run_bench(pairs, config, archive, progress=not args.json, jobs=args.jobs,
-                            executor=args.executor, executor_options=ex_opts)
+                            executor=args.executor, executor_options=ex_opts, confirm_processes=args.confirm)
     if args.json:
         print(json.dumps(summary.to_dict(), default=str))
     else:
@@ -180,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("problems", help="suite, suite:level1..3, a directory of problem files, or one file")
     p.add_argument("solutions", help="directory of candidates named like the problems, or seedbank[:BACKEND]")
     p.add_argument("--matched-only", action="store_true", help="leave problems with no candidate out of the table")
+    p.add_argument("--confirm", type=int, default=3, metavar="N",
+                   help="time each correct kernel again in N fresh processes, each next to eager, and publish "
+                        "their median (default 3; 0: the single evaluation's figures)")
     p.add_argument("-j", "--jobs", "--build-jobs", dest="jobs", type=int, default=None,
                    help="parallel builds (default: the cores no evaluation lane reserves)")
     from kernelsearch.cli.executor_opts import add_executor_options

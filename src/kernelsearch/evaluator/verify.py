@@ -2,7 +2,9 @@
 processes, and on the GPU compute-sanitizer's memcheck and racecheck.
 
 A search keeps what scored best, so the best kernel is the one most likely to have found a gap
-in the checks (an input it is only right on, a race that happens to be benign on one GPU run).
+in the checks (an input it is only right on, a race that happens to be benign on one GPU run),
+and the one whose single timed process most likely flattered it: its published time comes from
+``confirm`` (several fresh processes, evaluator/confirm.py).
 Each re-check is an ordinary evaluation in new worker processes; the sanitizers run the
 candidate's worker at the problem's small (CPU) size, where they finish in reasonable time.
 """
@@ -14,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
+from kernelsearch.evaluator.confirm import Confirmation
 from kernelsearch.evaluator.distributions import DISTRIBUTIONS
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.evaluator.records import Status
@@ -39,6 +42,7 @@ class VerifyResult:
     problem_id: str
     device: str
     checks: list[Check] = field(default_factory=list)
+    confirmation: dict | None = None  # the published timing (confirm.Confirmation.to_dict()), once confirmed
 
     @property
     def ok(self) -> bool:
@@ -53,7 +57,19 @@ class VerifyResult:
 
     def to_dict(self) -> dict:
         return {"candidate_id": self.candidate_id, "problem_id": self.problem_id, "device": self.device,
-                "ok": self.ok, "reason": self.reason, "checks": [asdict(c) for c in self.checks]}
+                "ok": self.ok, "reason": self.reason, "checks": [asdict(c) for c in self.checks],
+                "confirmation": self.confirmation}
+
+    def add_confirmation(self, conf: Confirmation) -> None:
+        """The timing confirmed over fresh processes: one more check (each process re-checks
+        correctness on one trial), and the figure published for the kernel."""
+        self.confirmation = conf.to_dict()
+        if conf.ok:
+            why = (f"{conf.median_ms:.4g} ms ±{100 * conf.rel_spread:.1f}%, "
+                   f"{conf.speedup_vs_eager:.3g}x vs eager ({conf.processes} processes)")
+        else:
+            why = conf.reason or "not confirmed"
+        self.checks.append(Check("timing:confirmed", conf.ok, why))
 
 
 def sanitizer_path() -> str | None:
