@@ -33,6 +33,35 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+MISSING_MODULE = '''import torch
+import torch.nn as nn
+from einops_not_installed_here.layers import Rearrange
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x
+
+
+def get_inputs():
+    return [torch.randn(4)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def mixed_dir(root):
+    """Two good problems, one importing a module that is not installed, one that does not parse."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name in ("scale_add.py", "row_norm.py"):
+        (root / name).write_text((DATA / "problems" / name).read_text())
+    (root / "48_needs_module.py").write_text(MISSING_MODULE)
+    (root / "broken_syntax.py").write_text((DATA / "problems" / "broken_syntax.py").read_text())
+    return root
+
+
 @pytest.fixture
 def cpu_config() -> EvalConfig:
     """Small but real: 5 trials, a short timed loop, tight limits so failures come fast."""

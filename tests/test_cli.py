@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DATA, ROOT
+from conftest import DATA, MISSING_MODULE, ROOT, mixed_dir
 
 
 def ks(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -74,3 +74,87 @@ def test_problems_lists_suite():
     assert r.returncode == 0
     rows = json.loads(r.stdout)
     assert len(rows) >= 12 and all(row["gpu"]["min_bytes"] > 0 for row in rows)
+
+
+# ---- a directory with files that fail to load: report each, go on with the rest, exit 3 -----
+
+LOAD_LINES = [
+    "kernelsearch: error: cannot load {d}/48_needs_module.py: failed to import: ModuleNotFoundError: No module "
+    "named 'einops_not_installed_here' (hint: missing module 'einops_not_installed_here': "
+    "pip install einops_not_installed_here)",
+    "kernelsearch: error: cannot load {d}/broken_syntax.py: failed to import: SyntaxError: ",
+    "kernelsearch: 2 of 4 problem files failed to load; going on with the other 2 (exit status 3)",
+]
+
+
+def _load_lines(stderr: str, d) -> list[str]:
+    """The stderr lines about files that failed to load, checked against LOAD_LINES."""
+    lines = [x for x in stderr.splitlines() if "load" in x]
+    assert len(lines) == 3, stderr
+    for line, want in zip(lines, LOAD_LINES, strict=True):
+        assert line.startswith(want.format(d=d)), (line, want)
+    assert "(hint: syntax error at line 2: class Model(torch.nn.Module:)" in lines[1]
+    assert "Traceback" not in stderr
+    return lines
+
+
+def _failed_names(out: dict | list) -> list[str]:
+    rows = out["failed_to_load"] if isinstance(out, dict) else [r for r in out if "error" in r]
+    assert all(r["error"] and r["hint"] for r in rows)
+    return [r["name"] for r in rows]
+
+
+def test_problems_on_a_directory_with_bad_files(tmp_path):
+    d = mixed_dir(tmp_path / "probs")
+    r = ks("problems", str(d))
+    assert r.returncode == 3
+    _load_lines(r.stderr, d)
+    assert "scale_add" in r.stdout and "row_norm" in r.stdout
+    r = ks("problems", str(d), "--json")
+    assert r.returncode == 3
+    rows = json.loads(r.stdout)
+    assert [x["name"] for x in rows] == ["48_needs_module", "broken_syntax", "row_norm", "scale_add"]
+    assert _failed_names(rows) == ["48_needs_module", "broken_syntax"]
+    assert all(x["gpu"]["min_bytes"] > 0 for x in rows if "error" not in x)
+    # a malformed file named directly is still a usage error, 2
+    r = ks("problems", str(d / "broken_syntax.py"))
+    assert r.returncode == 2 and "SyntaxError" in r.stderr and "syntax error at line 2" in r.stderr
+
+
+def test_no_file_of_a_directory_loads_exit_3(tmp_path):
+    (tmp_path / "a.py").write_text(MISSING_MODULE)
+    r = ks("lint", str(tmp_path), "--device", "cpu", "--json")
+    assert r.returncode == 3
+    assert json.loads(r.stdout) == {"failed_to_load": [{
+        "name": "a", "path": str(tmp_path / "a.py"),
+        "error": "failed to import: ModuleNotFoundError: No module named 'einops_not_installed_here'",
+        "hint": "missing module 'einops_not_installed_here': pip install einops_not_installed_here"}]}
+    assert "none of its 1 problem file(s) could be loaded" in r.stderr and "cannot load" in r.stderr
+    r = ks("problems", str(tmp_path), "--json")
+    assert r.returncode == 3 and _failed_names(json.loads(r.stdout)) == ["a"]
+
+
+def test_lint_on_a_directory_with_bad_files(tmp_path):
+    d = mixed_dir(tmp_path / "probs")
+    r = ks("lint", str(d), "--device", "cpu", "--json")
+    assert r.returncode == 3, r.stderr
+    _load_lines(r.stderr, d)
+    out = json.loads(r.stdout)
+    assert [p["name"] for p in out["problems"]] == ["row_norm", "scale_add"]
+    assert _failed_names(out) == ["48_needs_module", "broken_syntax"]
+
+
+def test_bench_on_a_directory_with_bad_files(tmp_path):
+    d = mixed_dir(tmp_path / "probs")
+    sols = tmp_path / "solutions"
+    sols.mkdir()
+    (sols / "scale_add.py").write_text((DATA / "candidates" / "py_correct.py").read_text())
+    (sols / "48_needs_module.py").write_text((DATA / "candidates" / "py_correct.py").read_text())
+    r = ks("bench", str(d), str(sols), "--device", "cpu", "--json", "--no-compile",
+           "--archive", str(tmp_path / "a.sqlite"))
+    assert r.returncode == 3, r.stderr
+    _load_lines(r.stderr, d)
+    out = json.loads(r.stdout)
+    assert [(x["problem"], x["status"]) for x in out["results"]] == [("row_norm", "no_candidate"),
+                                                                      ("scale_add", "correct")]
+    assert out["problems"] == 2 and _failed_names(out) == ["48_needs_module", "broken_syntax"]

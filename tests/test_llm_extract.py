@@ -1,13 +1,28 @@
 """Extraction of code and ideas from messy model answers."""
 
+import ast
+import json
+
+import pytest
+from conftest import DATA
+
 from kernelsearch.llm.extract import (
     FAMILIES,
     Idea,
+    cut_by_length,
     extract_code,
     extract_ideas,
     find_code_blocks,
     normalize_family,
+    read_ideas,
 )
+
+# Answers of each kind (closed fence; last fence never closed with the answer ended normally,
+# cut at the token limit, or with code that does not parse), in the replay format.
+RECORDED = {r["name"]: r for r in (json.loads(line) for line in (DATA / "answers" / "fences.jsonl").open()
+                                   if line.strip() and not line.startswith("#"))}
+CODE_ANSWERS = sorted(n for n in RECORDED if not n.startswith("ideas"))
+IDEAS_ANSWERS = sorted(n for n in RECORDED if n.startswith("ideas"))
 
 GOOD = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
 SKETCH = "class ModelNew(nn.Module):\n    pass  # sketch\n"
@@ -160,3 +175,77 @@ def test_normalize_family_spellings():
     assert normalize_family("") == "other"
     assert normalize_family(None) == "other"
     assert normalize_family("weather") == "other"
+
+
+# ---- a last fence never closed -----------------------------------------------------------
+
+def test_finish_reasons_that_mean_the_token_limit():
+    for reason in ("length", "max_tokens", "MAX_TOKENS", "max_output_tokens", "max-output-tokens", " Length ",
+                   "model_context_window_exceeded"):
+        assert cut_by_length(reason), reason
+    for reason in (None, "", "stop", "end_turn", "STOP", "stop_sequence", "tool_calls", "content_filter"):
+        assert not cut_by_length(reason), reason
+
+
+@pytest.mark.parametrize("name", CODE_ANSWERS)
+def test_recorded_code_answers(name):
+    rec = RECORDED[name]
+    r = extract_code(rec["content"], rec["finish_reason"])
+    assert r.outcome == rec["expect"], r.note
+    if rec["expect"] in ("ok", "unclosed_fence"):
+        assert "class ModelNew" in r.code and "```" not in r.code
+        ast.parse(r.code)  # the Python file, C++ source strings and all
+        assert ("unclosed_fence" in r.note) == (rec["expect"] == "unclosed_fence")
+    else:
+        assert r.code is None
+
+
+def test_unclosed_fence_after_a_closed_sketch_takes_the_last_block():
+    text = "A sketch:\n```python\n" + SKETCH + "```\nThe final file:\n```python\n" + GOOD
+    r = extract_code(text, "stop")
+    assert (r.outcome, r.code) == ("unclosed_fence", GOOD)
+    assert "line 7" in r.note and "2 blocks" in r.note
+    # the same answer cut at the token limit falls back to the complete sketch, as before
+    r = extract_code(text, "length")
+    assert (r.outcome, r.code) == ("ok", SKETCH) and "cut off" in r.note
+
+
+def test_unclosed_fence_cut_by_the_token_limit_stays_truncated_even_if_it_parses():
+    rec = RECORDED["unclosed_max_tokens_parses"]
+    body = find_code_blocks(rec["content"])[-1].body
+    ast.parse(body)  # the cut happened to fall between two statements
+    r = extract_code(rec["content"], rec["finish_reason"])
+    assert r.outcome == "truncated" and r.code is None
+    assert "token limit" in r.note and "'max_tokens'" in r.note
+
+
+def test_unclosed_fence_whose_code_does_not_parse_is_rejected_with_the_reason():
+    rec = RECORDED["unclosed_stop_syntax_error"]
+    r = extract_code(rec["content"], rec["finish_reason"])
+    assert (r.outcome, r.code) == ("truncated", None)
+    assert "never closed" in r.note and "does not parse" in r.note and "SyntaxError at line 40" in r.note
+    assert rec["content"].split("\n")[39].strip() == "def forward(self, a, b)"
+
+
+@pytest.mark.parametrize("name", IDEAS_ANSWERS)
+def test_recorded_ideas_answers(name):
+    rec = RECORDED[name]
+    r = read_ideas(rec["content"], rec["finish_reason"])
+    assert r.outcome == rec["expect"], r.note
+    if rec["expect"] in ("ideas", "unclosed_fence"):
+        assert [i.family for i in r.ideas] == ["memory_hierarchy", "occupancy_parallelism", "instruction_efficiency"]
+    else:
+        assert r.ideas == [] and extract_ideas(rec["content"], rec["finish_reason"]) == []
+
+
+def test_unclosed_ideas_json_reasons():
+    rec = RECORDED["ideas_unclosed_invalid_stop"]
+    note = read_ideas(rec["content"], rec["finish_reason"]).note
+    assert "never closed and does not parse" in note and "line 11" in note
+    rec = RECORDED["ideas_unclosed_length"]
+    assert "token limit" in read_ideas(rec["content"], rec["finish_reason"]).note
+    # nothing is salvaged from inside a cut block, but a list before it still counts
+    text = "1. Tile in shared memory (family: memory hierarchy)\n\n```json\n[{\"idea\": \"Unro"
+    r = read_ideas(text, "length")
+    assert r.outcome == "ideas" and r.ideas == [Idea("Tile in shared memory", "memory_hierarchy")]
+    assert "token limit" in r.note

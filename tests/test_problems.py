@@ -1,10 +1,17 @@
 from __future__ import annotations
 
 import pytest
-from conftest import DATA
+from conftest import DATA, MISSING_MODULE, mixed_dir
 
 from kernelsearch.problems.describe import describe
-from kernelsearch.problems.loader import ProblemError, load_problem, resolve_problems
+from kernelsearch.problems.loader import (
+    LoadFailure,
+    ProblemError,
+    ProblemsFailed,
+    load_problem,
+    load_problems,
+    resolve_problems,
+)
 
 
 def test_bundled_suite_covers_three_levels():
@@ -54,3 +61,40 @@ def test_malformed_problem_errors_name_the_problem(name, message):
 def test_bad_suite_selector():
     with pytest.raises(ProblemError, match="unknown suite selector"):
         resolve_problems("suite:levelx")
+
+
+def test_a_directory_is_more_than_its_worst_file(tmp_path):
+    d = mixed_dir(tmp_path / "probs")
+    problems, failures = load_problems(d)
+    assert [p.name for p in problems] == ["row_norm", "scale_add"]
+    assert [f.name for f in failures] == ["48_needs_module", "broken_syntax"]
+    missing, syntax = failures
+    assert missing.path == d / "48_needs_module.py"
+    assert missing.error == "failed to import: ModuleNotFoundError: No module named 'einops_not_installed_here'"
+    assert missing.hint == "missing module 'einops_not_installed_here': pip install einops_not_installed_here"
+    assert syntax.error.startswith("failed to import: SyntaxError:") and "line 2" in syntax.error
+    assert syntax.hint == "syntax error at line 2: class Model(torch.nn.Module:"
+    assert syntax.to_dict() == {"name": "broken_syntax", "path": str(d / "broken_syntax.py"),
+                                "error": syntax.error, "hint": syntax.hint}
+    assert "\n" not in missing.line() and missing.line().endswith("(hint: " + missing.hint + ")")
+    # the strict loader still stops at the first bad file; a bad file named directly still raises
+    with pytest.raises(ProblemError, match="einops_not_installed_here"):
+        resolve_problems(d)
+    with pytest.raises(ProblemError, match="pip install einops_not_installed_here") as e:
+        load_problems(d / "48_needs_module.py")
+    assert e.value.path == d / "48_needs_module.py" and e.value.hint == missing.hint
+
+
+def test_no_file_of_a_directory_loads(tmp_path):
+    (tmp_path / "a.py").write_text(MISSING_MODULE)
+    (tmp_path / "b.py").write_text("import sys\nsys.exit(3)\n")
+    (tmp_path / "c.py").write_text("import torch\nATOL = 'loose'\n" + MISSING_MODULE.split("from einops", 1)[0]
+                                   + "class Model(torch.nn.Module):\n    pass\n"
+                                   "def get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
+    with pytest.raises(ProblemsFailed) as e:
+        load_problems(tmp_path)
+    a, b, c = e.value.failures
+    assert all(isinstance(f, LoadFailure) for f in e.value.failures)
+    assert "pip install einops_not_installed_here" in a.hint
+    assert b.error == "failed to import: SystemExit: 3" and b.hint == "the file exits when imported"
+    assert c.error.startswith("ATOL must be a number")

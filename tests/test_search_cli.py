@@ -9,7 +9,7 @@ import sqlite3
 import subprocess
 import sys
 
-from conftest import ROOT
+from conftest import ROOT, mixed_dir
 from search_support import (
     CLI_EVAL,
     CPP_CORRECT,
@@ -145,3 +145,24 @@ def test_several_problems_propose_only(tmp_path):
     r = ks("show", str(tmp_path / "runs"), "--json")
     out = json.loads(r.stdout)
     assert len(out["runs"]) == 2 and out["correctness_rate"] == 0.0 and out["eager"]["fast_p"]["0.0"] == 0.0
+
+
+def test_run_on_a_directory_with_bad_files(tmp_path):
+    """Run directories for the problems that load; each file that does not is reported; exit 3."""
+    d = mixed_dir(tmp_path / "probs")
+    replay = write_replay(tmp_path / "answers.jsonl", [code_answer(torch_source("a * 2 + b")),
+                                                       code_answer(torch_source("a * 2 + b"))])
+    out_dir = tmp_path / "runs"
+    r = ks("run", str(d), "--strategy", "single", "--llm", f"replay:{replay}", "--out", str(out_dir),
+           "--phase", "propose", "--json", *CLI_EVAL)
+    assert r.returncode == 3, r.stderr
+    lines = [x for x in r.stderr.splitlines() if "load" in x]
+    assert lines[0].startswith(f"kernelsearch: error: cannot load {d}/48_needs_module.py: failed to import: "
+                               "ModuleNotFoundError") and "(hint: missing module 'einops_not_installed_here'" in lines[0]
+    assert lines[1].startswith(f"kernelsearch: error: cannot load {d}/broken_syntax.py: failed to import: SyntaxError")
+    assert lines[2] == "kernelsearch: 2 of 4 problem files failed to load; going on with the other 2 (exit status 3)"
+    out = json.loads(r.stdout)
+    assert [x["problem"] for x in out["runs"]] == ["row_norm", "scale_add"] and all(x["pending"] == 1 for x in out["runs"])
+    assert [f["name"] for f in out["failed_to_load"]] == ["48_needs_module", "broken_syntax"]
+    assert sorted(p.name for p in out_dir.iterdir()) == ["row_norm", "scale_add"]
+    assert all(RunStore.exists(out_dir / name) for name in ("row_norm", "scale_add"))

@@ -1,5 +1,8 @@
 """The ``kernelsearch`` command. Exit status: 0 when the work was done whatever the verdicts,
-2 for a usage error or a malformed problem, with a one-line message saying which."""
+2 for a usage error or a malformed problem, with a one-line message saying which; 3
+(``LOAD_FAILED``) when some problem files of a directory could not be loaded (each is reported
+on stderr and the rest were processed) or none could; 1 from ``run`` when the LLM provider
+failed."""
 
 from __future__ import annotations
 
@@ -9,11 +12,36 @@ import sys
 from pathlib import Path
 
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig, default_home
-from kernelsearch.problems.loader import ProblemError
+from kernelsearch.problems.loader import LoadFailure, ProblemError, ProblemsFailed
+
+LOAD_FAILED = 3  # exit status: some problem files of a directory failed to load
 
 
 class UsageError(Exception):
     """Bad arguments or input files: reported in one line, exit status 2."""
+
+
+def load_problem_set(spec: str) -> tuple[list, list[LoadFailure]]:
+    """The problems ``spec`` names and the files of a directory that failed to load, each
+    reported on stderr in one line; the caller goes on with the rest and exits LOAD_FAILED.
+    Raises ProblemsFailed (after reporting them) when no file loaded."""
+    from kernelsearch.problems.loader import load_problems
+
+    try:
+        problems, failures = load_problems(spec)
+    except ProblemsFailed as e:
+        _report_failures(e.failures, 0)
+        raise
+    _report_failures(failures, len(problems))
+    return problems, failures
+
+
+def _report_failures(failures: list[LoadFailure], loaded: int) -> None:
+    for f in failures:
+        print(f"kernelsearch: error: cannot load {f.line()}", file=sys.stderr)
+    if failures and loaded:
+        print(f"kernelsearch: {len(failures)} of {len(failures) + loaded} problem files failed to load; "
+              f"going on with the other {loaded} (exit status {LOAD_FAILED})", file=sys.stderr)
 
 
 def default_device() -> str:
@@ -96,11 +124,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from kernelsearch.bench import match_solutions, run_bench
-    from kernelsearch.problems.loader import resolve_problems
     from kernelsearch.report.terminal import print_bench
 
     config = _config(args)
-    problems = resolve_problems(args.problems)
+    problems, failures = load_problem_set(args.problems)
     warn_flagged(problems, config.device)
     pairs = match_solutions(problems, args.solutions, config.device)
     if args.matched_only:
@@ -117,10 +144,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         summary = run_bench(pairs, config, archive, progress=not args.json, jobs=args.jobs,
                             executor=args.executor, executor_options=ex_opts, confirm_processes=args.confirm)
     if args.json:
-        print(json.dumps(summary.to_dict(), default=str))
+        print(json.dumps({**summary.to_dict(), "failed_to_load": [f.to_dict() for f in failures]}, default=str))
     else:
         print_bench(summary)
-    return 0
+    return LOAD_FAILED if failures else 0
 
 
 def warn_flagged(problems: list, device: str) -> None:
@@ -133,35 +160,42 @@ def warn_flagged(problems: list, device: str) -> None:
 
 def cmd_lint(args: argparse.Namespace) -> int:
     from kernelsearch.problems.lint import counts, format_text, lint
-    from kernelsearch.problems.loader import resolve_problems
 
     device = args.device or default_device()
     if device == "cuda" and default_device() != "cuda":
         raise UsageError("--device cuda: no CUDA device is available (install a CUDA build of PyTorch)")
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
-    problems = resolve_problems(args.problems)
+    problems, failures = load_problem_set(args.problems)
     reports = lint(problems, device, timeout_s=args.timeout)
     if args.json:
-        print(json.dumps({"device": device, "counts": counts(reports), "problems": [r.to_dict() for r in reports]}))
+        print(json.dumps({"device": device, "counts": counts(reports), "problems": [r.to_dict() for r in reports],
+                          "failed_to_load": [f.to_dict() for f in failures]}))
     else:
         print(format_text(reports, device))
-    return 0
+    return LOAD_FAILED if failures else 0
 
 
 def cmd_problems(args: argparse.Namespace) -> int:
     from kernelsearch.problems.describe import describe
-    from kernelsearch.problems.loader import resolve_problems
+    from kernelsearch.problems.loader import _level_of
     from kernelsearch.report.terminal import print_problems
 
-    problems = resolve_problems(args.problems)
+    try:
+        problems, failures = load_problem_set(args.problems)
+    except ProblemsFailed as e:  # still a list, of the files that failed
+        print(f"kernelsearch: error: {e}", file=sys.stderr)
+        problems, failures = [], e.failures
     rows = [(p, describe(p, "cuda"), describe(p, "cpu")) for p in problems]
     if args.json:
-        print(json.dumps([{"name": p.name, "level": p.level, "path": str(p.path), "gpu": g.to_dict(), "cpu": c.to_dict()}
-                          for p, g, c in rows]))
-    else:
+        # one entry per file; a file that failed to load has "error" and "hint" instead of "gpu" and "cpu"
+        out = [{"name": p.name, "level": p.level, "path": str(p.path), "gpu": g.to_dict(), "cpu": c.to_dict()}
+               for p, g, c in rows]
+        out += [{"level": _level_of(f.path), **f.to_dict()} for f in failures]
+        print(json.dumps(sorted(out, key=lambda d: Path(d["path"]).name)))
+    elif rows:
         print_problems(rows)
-    return 0
+    return LOAD_FAILED if failures else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -232,6 +266,11 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ProblemError) as e:
         print(f"kernelsearch: error: {e}", file=sys.stderr)
         return 2
+    except ProblemsFailed as e:  # each file was reported as it failed
+        print(f"kernelsearch: error: {e}", file=sys.stderr)
+        if getattr(args, "json", False):
+            print(json.dumps({"failed_to_load": [f.to_dict() for f in e.failures]}))
+        return LOAD_FAILED
     except KeyboardInterrupt:
         print("kernelsearch: interrupted", file=sys.stderr)
         return 130

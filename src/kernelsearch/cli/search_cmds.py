@@ -17,7 +17,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kernelsearch.cli.main import UsageError, add_profile_options, default_device, warn_flagged
+from kernelsearch.cli.main import (
+    LOAD_FAILED,
+    UsageError,
+    add_profile_options,
+    default_device,
+    load_problem_set,
+    warn_flagged,
+)
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.search.config import (
     DEVICE_BACKEND,
@@ -283,9 +290,10 @@ def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
 @_one_line_errors
 def cmd_run(args: argparse.Namespace) -> int:
     from kernelsearch.evaluator.candidate import Candidate
-    from kernelsearch.problems.loader import resolve_problems
     from kernelsearch.search.driver import create_run
 
+    failures: list = []  # problem files of a directory that failed to load
+    several = False
     if args.resume is not None:
         if args.problem or args.out or args.strategy or args.seed:
             raise UsageError("--resume RUN_DIR continues a run: leave out PROBLEM, --out, --strategy and --seed")
@@ -298,13 +306,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         device = args.device or default_device()
         if device == "cuda" and default_device() != "cuda" and args.phase != "propose":
             raise UsageError("--device cuda: no CUDA device is available here (use --phase propose to only generate)")
-        problems = resolve_problems(args.problem)
+        problems, failures = load_problem_set(args.problem)  # failures reported on stderr
         warn_flagged(problems, device)  # the problem linter's advice, on stderr
         for path in args.seed:
             if not path.is_file():
                 raise UsageError(f"--seed {path}: no such file")
         seeds = [Candidate.from_file(s) for s in args.seed]
-        dirs = [args.out] if len(problems) == 1 else [args.out / p.name for p in problems]
+        several = len(problems) + len(failures) > 1
+        dirs = [args.out / p.name for p in problems] if several else [args.out]
         for d in dirs:
             if RunStore.exists(d):
                 raise UsageError(f"{d} already holds a run: continue it with `kernelsearch run --resume {args.out}`")
@@ -312,13 +321,19 @@ def cmd_run(args: argparse.Namespace) -> int:
             create_run(d, problem, _new_config(args, problem, device), seeds)
     summaries = [_session(d, args) for d in dirs]
     if args.json:
-        print(json.dumps(summaries[0] if len(summaries) == 1 else {"runs": summaries}, default=str))
+        if several:
+            out: dict[str, Any] = {"runs": summaries, "failed_to_load": [f.to_dict() for f in failures]}
+        else:
+            out = summaries[0] if len(summaries) == 1 else {"runs": summaries}
+        print(json.dumps(out, default=str))
     else:
         from kernelsearch.search.report import print_trajectory
 
         for s in summaries:
             print_trajectory(s)
-    return 1 if any(s["session"]["stop_reason"] == "llm_error" for s in summaries) else 0
+    if any(s["session"]["stop_reason"] == "llm_error" for s in summaries):
+        return 1
+    return LOAD_FAILED if failures else 0
 
 
 def _fast_p(summaries: list[dict[str, Any]]) -> dict[str, Any]:

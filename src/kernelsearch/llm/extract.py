@@ -2,8 +2,14 @@
 
 Answers are messy: several code blocks (a sketch, then the final file), CRLF line ends, `~~~`
 fences, tags like ```` ```python title="model_new.py" ````, a final block cut off by the token
-limit. `extract_code` takes the last complete block that defines `class ModelNew` and says
-plainly when nothing usable came back, so the search can tell "no code" from "truncated".
+limit, or a final block the model simply never closed. `extract_code` takes the last complete
+block that defines `class ModelNew` and says plainly when nothing usable came back, so the
+search can tell "no code" from "truncated".
+
+A last block without its closing fence is read as a careful reader would: when the provider
+did not report a length cut-off (`cut_by_length`) and the code parses, it is the answer
+(outcome `unclosed_fence`); when the answer hit the token limit, or the code does not parse,
+it is `truncated`. `read_ideas` applies the same rule to an unclosed ```json block.
 """
 
 from __future__ import annotations
@@ -16,10 +22,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Outcome = Literal["ok", "no_code", "truncated"]
+Outcome = Literal["ok", "unclosed_fence", "no_code", "truncated"]
+IdeasOutcome = Literal["ideas", "unclosed_fence", "no_ideas", "truncated"]
 
 PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3", "ipython"})
-LENGTH_FINISH = frozenset({"length", "max_tokens", "max_output_tokens"})
+JSON_TAGS = frozenset({"json", "jsonc", "json5", ""})
+# finish / stop reasons that mean "the answer was cut at the token limit", as providers spell
+# them once lower-cased: OpenAI and vLLM "length"; Anthropic, Gemini ("MAX_TOKENS"), Bedrock
+# and Cohere "max_tokens"; the OpenAI Responses API "max_output_tokens"; Anthropic's
+# "model_context_window_exceeded" (the context, not max_tokens, ran out).
+LENGTH_FINISH = frozenset({"length", "max_tokens", "max_output_tokens", "max_completion_tokens",
+                           "model_context_window_exceeded", "model_length", "token_limit"})
 
 _OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _LANG = re.compile(r"[{.\s]*([A-Za-z0-9_+#-]*)")
@@ -85,6 +98,25 @@ def find_code_blocks(text: str) -> list[CodeBlock]:
     return blocks
 
 
+def cut_by_length(finish_reason: object) -> bool:
+    """True when a provider's finish reason says the answer stopped at the token limit
+    (`"length"`, `"max_tokens"`, `"MAX_TOKENS"`, `"max-output-tokens"`, ...)."""
+    if not finish_reason:
+        return False
+    return re.sub(r"[\s-]+", "_", str(finish_reason).strip().lower()) in LENGTH_FINISH
+
+
+def _python_error(block: CodeBlock) -> str | None:
+    """None when the block's code parses as Python, else where (a line of the answer) and why not."""
+    try:
+        ast.parse(block.body)
+    except SyntaxError as e:
+        return f"SyntaxError at line {block.line + (e.lineno or 0)}: {e.msg}"
+    except ValueError as e:  # null bytes
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
 def _whole_text_is_python(text: str) -> bool:
     try:
         tree = ast.parse(text)
@@ -97,18 +129,37 @@ def extract_code(text: str, finish_reason: str | None = None) -> ExtractResult:
     """The last complete fenced block defining `class ModelNew`, or why there is none.
 
     `finish_reason` (from the response) turns "no code" into "truncated" when the model ran
-    out of tokens before writing any.
+    out of tokens before writing any, and decides what a last block without its closing fence
+    is: the answer (`unclosed_fence`) when the answer was not cut at the token limit and the
+    code parses; `truncated` otherwise.
     """
     blocks = find_code_blocks(text)
-    complete = [b for b in blocks if b.closed and b.defines_model_new]
+    cut = blocks[-1] if blocks and not blocks[-1].closed else None
+    cut_off_by_limit = cut_by_length(finish_reason)
+    why_cut = ""  # why the unclosed last block is not used
+    if cut is not None:
+        if cut_off_by_limit:
+            why_cut = (f"code block opened at line {cut.line} is never closed: the answer hit the token "
+                       f"limit (finish_reason {finish_reason!r})")
+        elif not cut.defines_model_new:
+            why_cut = f"code block opened at line {cut.line} is never closed"
+        elif (err := _python_error(cut)) is not None:
+            why_cut = (f"code block opened at line {cut.line} is never closed and its code does not parse "
+                       f"({err}; finish_reason {finish_reason!r})")
+    usable_cut = cut is not None and not why_cut
+
+    complete = [b for b in blocks if (b.closed or (b is cut and usable_cut)) and b.defines_model_new]
     python = [b for b in complete if b.lang in PYTHON_TAGS]
     chosen = python[-1] if python else (complete[-1] if complete else None)
-    cut = blocks[-1] if blocks and not blocks[-1].closed else None
-    cut_off_by_limit = finish_reason in LENGTH_FINISH
 
     if chosen is not None:
         notes = []
-        if cut is not None:
+        outcome: Outcome = "ok"
+        if chosen is cut:
+            outcome = "unclosed_fence"
+            notes.append(f"unclosed_fence: the code block opened at line {cut.line} has no closing fence; "
+                         f"used it (finish_reason {finish_reason!r}, the code parses)")
+        elif cut is not None:
             notes.append(
                 f"the last code block (line {cut.line}) is cut off; "
                 f"used the complete block at line {chosen.line}"
@@ -117,11 +168,9 @@ def extract_code(text: str, finish_reason: str | None = None) -> ExtractResult:
             notes.append(f"{len(complete)} blocks define ModelNew; took the last")
         if chosen.lang not in PYTHON_TAGS:
             notes.append(f"block is tagged {chosen.lang!r}, not python")
-        return ExtractResult(chosen.body, "ok", "; ".join(notes))
+        return ExtractResult(chosen.body, outcome, "; ".join(notes))
     if cut is not None:
-        return ExtractResult(
-            None, "truncated", f"code block opened at line {cut.line} is never closed"
-        )
+        return ExtractResult(None, "truncated", why_cut)
     if not blocks and _whole_text_is_python(text):
         return ExtractResult(text.strip("\n") + "\n", "ok", "no fences; the whole answer is Python")
     if cut_off_by_limit:
@@ -237,14 +286,13 @@ def _ideas_from_json(data: Any) -> list[Idea]:
     return []
 
 
-def _json_candidates(text: str) -> Iterator[Any]:
-    """Fenced JSON blocks first, then each bare JSON list/object in the text, in order."""
-    for b in find_code_blocks(text):
-        if b.lang in ("json", "jsonc", "json5", ""):
-            try:
-                yield json.loads(b.body)
-            except json.JSONDecodeError:
-                pass
+def _is_json_block(block: CodeBlock) -> bool:
+    """Tagged json (or untagged with a JSON list or object in it)."""
+    return block.lang in JSON_TAGS and (block.lang != "" or block.body.lstrip()[:1] in ("[", "{"))
+
+
+def _bare_json(text: str) -> Iterator[Any]:
+    """Each bare JSON list/object in the text, in order."""
     decoder = json.JSONDecoder()
     pos = 0
     while (m := _JSON_START.search(text, pos)) is not None:
@@ -300,18 +348,60 @@ def _ideas_from_list(text: str) -> list[Idea]:
     return ideas
 
 
-def extract_ideas(text: str) -> list[Idea]:
-    """Ideas from a JSON answer (list, {"ideas": [...]}, fenced or bare) or a numbered list.
+@dataclass(frozen=True)
+class IdeasResult:
+    ideas: list[Idea]
+    outcome: IdeasOutcome  # "ideas", "unclosed_fence" (read from a final ```json block never closed), "no_ideas", "truncated"
+    note: str = ""
 
+
+def read_ideas(text: str, finish_reason: str | None = None) -> IdeasResult:
+    """Ideas from a JSON answer (list, {"ideas": [...]}, fenced or bare) or a numbered list,
+    and how they were read.
+
+    Closed fenced JSON blocks come first, in order; then a last ```json block without its
+    closing fence, used (`unclosed_fence`) when the answer was not cut at the token limit and
+    the JSON parses; then bare JSON and numbered lists in the text before such a block. An
+    unclosed JSON block that cannot be used, with nothing else to read, is `truncated`.
     Duplicates (same text up to case and spacing) are dropped; unknown families become "other".
     """
+    blocks = find_code_blocks(text)
+    cut = blocks[-1] if blocks and not blocks[-1].closed and _is_json_block(blocks[-1]) else None
+    why_cut = ""
+    from_cut: list[Idea] = []
+    if cut is not None:
+        if cut_by_length(finish_reason):
+            why_cut = (f"JSON block opened at line {cut.line} is never closed: the answer hit the token limit "
+                       f"(finish_reason {finish_reason!r})")
+        else:
+            try:
+                from_cut = _ideas_from_json(json.loads(cut.body))
+            except json.JSONDecodeError as e:
+                why_cut = (f"JSON block opened at line {cut.line} is never closed and does not parse "
+                           f"({e.msg} at line {cut.line + e.lineno}; finish_reason {finish_reason!r})")
+            else:
+                if not from_cut:
+                    why_cut = f"JSON block opened at line {cut.line} is never closed and holds no ideas"
+    head = text
+    if cut is not None:  # what precedes the unclosed block: nothing is salvaged from inside it
+        head = "\n".join(text.replace("\r\n", "\n").replace("\r", "\n").split("\n")[: cut.line - 1])
+
+    outcome: IdeasOutcome = "ideas"
     ideas: list[Idea] = []
-    for data in _json_candidates(text):
-        ideas = _ideas_from_json(data)
-        if ideas:
-            break
+    for b in blocks:
+        if b.closed and b.lang in JSON_TAGS:
+            try:
+                ideas = _ideas_from_json(json.loads(b.body))
+            except json.JSONDecodeError:
+                continue
+            if ideas:
+                break
+    if not ideas and from_cut:
+        ideas, outcome = from_cut, "unclosed_fence"
     if not ideas:
-        ideas = _ideas_from_list(text)
+        ideas = next((found for data in _bare_json(head) if (found := _ideas_from_json(data))), [])
+    if not ideas:
+        ideas = _ideas_from_list(head)
     seen: set[str] = set()
     unique = []
     for idea in ideas:
@@ -319,4 +409,20 @@ def extract_ideas(text: str) -> list[Idea]:
         if k not in seen:
             seen.add(k)
             unique.append(idea)
-    return unique
+    if unique:
+        if outcome == "unclosed_fence" and cut is not None:
+            note = (f"unclosed_fence: the JSON block opened at line {cut.line} has no closing fence; "
+                    f"used it (finish_reason {finish_reason!r}, the JSON parses)")
+        else:
+            note = f"ignored the last block: {why_cut}" if why_cut else ""
+        return IdeasResult(unique, outcome, note)
+    if why_cut:
+        return IdeasResult([], "truncated", why_cut)
+    if cut_by_length(finish_reason):
+        return IdeasResult([], "truncated", "the answer hit the token limit before any ideas")
+    return IdeasResult([], "no_ideas", "no ideas could be read from the answer")
+
+
+def extract_ideas(text: str, finish_reason: str | None = None) -> list[Idea]:
+    """The ideas `read_ideas` finds ([] when none)."""
+    return read_ideas(text, finish_reason).ideas

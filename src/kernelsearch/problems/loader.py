@@ -1,7 +1,9 @@
 """Load KernelBench-format problem files and resolve suite names.
 
 A problem file is user input: a missing ``Model`` or ``get_inputs`` is reported by name, as a
-``ProblemError``, not a traceback from deep inside an evaluation.
+``ProblemError``, not a traceback from deep inside an evaluation. In a directory (or the suite)
+one bad file does not hide the rest: ``load_problems`` returns the problems that loaded and a
+``LoadFailure`` (file, error, hint such as the module to install) for each file that did not.
 """
 
 from __future__ import annotations
@@ -22,7 +24,77 @@ DEFAULT_TOL = 1e-2
 
 
 class ProblemError(ValueError):
-    """A problem file or name that cannot be used, with a message saying why."""
+    """A problem file or name that cannot be used, with a message saying why.
+
+    ``path``, ``detail`` (the message without the path) and ``hint`` (what to do about it,
+    such as the module to install) are set where the error is about one file."""
+
+    def __init__(self, message: str, *, path: Path | None = None, detail: str = "", hint: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.detail = detail or message
+        self.hint = hint
+
+
+def _file_error(path: Path, detail: str, hint: str = "") -> ProblemError:
+    """A ProblemError about one file: "<path>: <detail> (<hint>)"."""
+    return ProblemError(f"{path}: {detail}" + (f" ({hint})" if hint else ""), path=path, detail=detail, hint=hint)
+
+
+class ProblemsFailed(Exception):
+    """Every problem file of a directory failed to load (each one is in ``failures``)."""
+
+    def __init__(self, spec: str, failures: list[LoadFailure]) -> None:
+        super().__init__(f"{spec}: none of its {len(failures)} problem file(s) could be loaded")
+        self.failures = failures
+
+
+@dataclass(frozen=True)
+class LoadFailure:
+    """A file of a directory that could not be loaded as a problem."""
+
+    path: Path
+    error: str  # one line: what went wrong
+    hint: str = ""  # what to do about it ("missing module 'einops': pip install einops")
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    def line(self) -> str:
+        return f"{self.path}: {self.error}" + (f" (hint: {self.hint})" if self.hint else "")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "path": str(self.path), "error": self.error, "hint": self.hint}
+
+
+# import name -> pip package, where the two differ
+_PIP_NAMES = {"cv2": "opencv-python", "PIL": "pillow", "sklearn": "scikit-learn", "skimage": "scikit-image",
+              "yaml": "pyyaml", "bs4": "beautifulsoup4", "attr": "attrs", "Crypto": "pycryptodome"}
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def import_hint(error: BaseException) -> str:
+    """What to do about an exception raised while importing a problem file."""
+    if isinstance(error, ModuleNotFoundError):
+        if not error.name:
+            return "a module the file imports is not installed"
+        top = error.name.split(".")[0]
+        return f"missing module {top!r}: pip install {_PIP_NAMES.get(top, top)}"
+    if isinstance(error, ImportError):
+        return (f"{error.name!r} is installed but lacks what the file imports: check its version"
+                if error.name else "")
+    if isinstance(error, SyntaxError):
+        where = f"line {error.lineno}" if error.lineno else "the file"
+        text = (error.text or "").strip()
+        return f"syntax error at {where}" + (f": {_one_line(text, 120)}" if text else "")
+    if isinstance(error, SystemExit):
+        return "the file exits when imported"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -52,14 +124,14 @@ def load_module(path: Path, device: str | None = None, name: str | None = None) 
     mod_name = name or f"ks_problem_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:
-        raise ProblemError(f"{path}: cannot be imported as a Python file")
+        raise _file_error(path, "cannot be imported as a Python file", "problem files end in .py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as e:  # the file's own error, reported with its location
+    except (Exception, SystemExit) as e:  # the file's own error, reported with its location
         sys.modules.pop(mod_name, None)
-        raise ProblemError(f"{path}: failed to import: {type(e).__name__}: {e}") from e
+        raise _file_error(path, f"failed to import: {type(e).__name__}: {_one_line(str(e))}", import_hint(e)) from e
     if device == "cpu":
         for key, value in (getattr(module, "CPU_SIZES", None) or {}).items():
             setattr(module, key, value)
@@ -72,39 +144,43 @@ def load_problem(path: str | Path) -> Problem:
     try:
         source = p.read_text()
     except (OSError, UnicodeDecodeError) as e:
-        raise ProblemError(f"{p}: cannot read: {e}") from e
+        raise _file_error(p, f"cannot read: {e}") from e
     module = load_module(p)
     missing = [n for n in REQUIRED if not hasattr(module, n)]
     if missing:
-        raise ProblemError(
-            f"{p}: not a KernelBench-format problem: missing {', '.join(missing)} "
-            f"(a problem defines class Model(nn.Module), get_inputs() and get_init_inputs())"
-        )
+        raise _file_error(p, f"not a KernelBench-format problem: missing {', '.join(missing)}",
+                          "a problem defines class Model(nn.Module), get_inputs() and get_init_inputs()")
     import torch.nn as nn
 
     if not (inspect.isclass(module.Model) and issubclass(module.Model, nn.Module)):
-        raise ProblemError(f"{p}: Model must be a subclass of torch.nn.Module")
+        raise _file_error(p, "Model must be a subclass of torch.nn.Module")
     for fn in ("get_inputs", "get_init_inputs"):
         if not callable(getattr(module, fn)):
-            raise ProblemError(f"{p}: {fn} must be a function")
+            raise _file_error(p, f"{fn} must be a function")
     cpu_sizes = getattr(module, "CPU_SIZES", None) or {}
     if not isinstance(cpu_sizes, dict):
-        raise ProblemError(f"{p}: CPU_SIZES must be a dict of module globals to replace")
+        raise _file_error(p, "CPU_SIZES must be a dict of module globals to replace")
     unknown = [k for k in cpu_sizes if not hasattr(module, k)]
     if unknown:
-        raise ProblemError(f"{p}: CPU_SIZES names globals the file does not define: {unknown}")
+        raise _file_error(p, f"CPU_SIZES names globals the file does not define: {unknown}")
     try:
         json.dumps(cpu_sizes)
     except TypeError as e:
-        raise ProblemError(f"{p}: CPU_SIZES values must be plain numbers/lists: {e}") from e
+        raise _file_error(p, f"CPU_SIZES values must be plain numbers/lists: {e}") from e
+    tolerances = {}
+    for name in ("ATOL", "RTOL"):
+        try:
+            tolerances[name] = float(getattr(module, name, DEFAULT_TOL))
+        except (TypeError, ValueError) as e:
+            raise _file_error(p, f"{name} must be a number: {e}") from e
     return Problem(
         name=p.stem,
         path=p.resolve(),
         source=source,
         level=_level_of(p),
         cpu_sizes=cpu_sizes,
-        atol=float(getattr(module, "ATOL", DEFAULT_TOL)),
-        rtol=float(getattr(module, "RTOL", DEFAULT_TOL)),
+        atol=tolerances["ATOL"],
+        rtol=tolerances["RTOL"],
     )
 
 
@@ -113,8 +189,8 @@ def suite_files(level: int | None = None) -> list[Path]:
     return sorted(f for lv in levels for f in (SUITE_DIR / f"level{lv}").glob("*.py"))
 
 
-def resolve_problems(spec: str | Path) -> list[Problem]:
-    """A file, a directory of problem files, ``suite``, ``suite:level2`` or a bundled name."""
+def _problem_files(spec: str | Path) -> list[Path] | None:
+    """The files a suite selector or a directory names; None for a single file or name."""
     s = str(spec)
     if s == "suite" or s.startswith("suite:"):
         level = None
@@ -126,14 +202,43 @@ def resolve_problems(spec: str | Path) -> list[Problem]:
         files = suite_files(level)
         if not files:
             raise ProblemError(f"{s}: no bundled problems found")
-        return [load_problem(f) for f in files]
+        return files
     p = Path(s)
     if p.is_dir():
         files = sorted(f for f in p.glob("*.py") if not f.name.startswith("_"))
         if not files:
             raise ProblemError(f"{p}: directory holds no problem files (*.py)")
-        return [load_problem(f) for f in files]
-    return [load_problem(s)]
+        return files
+    return None
+
+
+def resolve_problems(spec: str | Path) -> list[Problem]:
+    """A file, a directory of problem files, ``suite``, ``suite:level2`` or a bundled name.
+    Strict: the first file that fails to load raises its ProblemError (see ``load_problems``)."""
+    files = _problem_files(spec)
+    return [load_problem(f) for f in files] if files is not None else [load_problem(spec)]
+
+
+def load_problems(spec: str | Path) -> tuple[list[Problem], list[LoadFailure]]:
+    """Like ``resolve_problems``, but a directory or suite is more than its worst file: the
+    problems that load, and a ``LoadFailure`` for each file that does not (in file order).
+    A single file or bundled name that fails raises its ProblemError, as does a spec that
+    names nothing; ``ProblemsFailed`` when no file of a directory loads."""
+    files = _problem_files(spec)
+    if files is None:
+        return [load_problem(spec)], []
+    problems: list[Problem] = []
+    failures: list[LoadFailure] = []
+    for f in files:
+        try:
+            problems.append(load_problem(f))
+        except ProblemError as e:
+            failures.append(LoadFailure(f, _one_line(e.detail), e.hint))
+        except Exception as e:  # noqa: BLE001 - one odd file must not hide the rest
+            failures.append(LoadFailure(f, f"{type(e).__name__}: {_one_line(str(e))}", import_hint(e)))
+    if not problems:
+        raise ProblemsFailed(str(spec), failures)
+    return problems, failures
 
 
 def _find(spec: str | Path) -> Path:

@@ -2,10 +2,10 @@
 
 Strategies decide *what* to ask (which parents, which ideas); this module asks it and records
 everything on the way: the answer (committed by the call log as it arrives), the ideas with
-their families, the candidate with its lineage, and each call's outcome (`ok`, `no_code`,
-`truncated`, `duplicate`, `ideas`, `no_ideas`, `error`). Prompts depend only on the round's
-stored plan and on earlier rounds, so a round re-proposed after a kill asks the same questions
-and gets the stored answers back.
+their families, the candidate with its lineage, and each call's outcome (`CALL_OUTCOMES`:
+`ok`, `unclosed_fence`, `duplicate`, `no_code`, `truncated`, `ideas`, `no_ideas`, `error`).
+Prompts depend only on the round's stored plan and on earlier rounds, so a round re-proposed
+after a kill asks the same questions and gets the stored answers back.
 """
 
 from __future__ import annotations
@@ -17,12 +17,26 @@ from typing import Any
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.llm.base import LLMError, LLMRequest, LLMResponse, Provider
 from kernelsearch.llm.client import LLMClient
-from kernelsearch.llm.extract import extract_code, extract_ideas
+from kernelsearch.llm.extract import extract_code, read_ideas
 from kernelsearch.llm.prompts import Feedback, PromptLibrary
 from kernelsearch.problems.loader import Problem
 from kernelsearch.search.budgets import BudgetStop, Spent, llm_stop
 from kernelsearch.search.config import RunConfig
 from kernelsearch.search.store import IdeaRow, LedgerItem, RunStore
+
+# The closed set of `llm_calls.outcome` values, with its `note` saying more:
+CALL_OUTCOMES = {
+    "answered": "the answer is stored; not yet read (a kill between the two)",
+    "ok": "a new candidate was made of the answer's code",
+    "unclosed_fence": "as ok (code) or ideas (ideas), read from a last block that lacks its closing fence: "
+                      "the provider reported no length cut-off and the code or JSON parses",
+    "duplicate": "the answer's code is a candidate this run already has (not evaluated again)",
+    "no_code": "no block defining class ModelNew in the answer",
+    "truncated": "the code (or ideas JSON) is in a block never closed, cut at the token limit or not parsing",
+    "ideas": "ideas were read from the answer and stored",
+    "no_ideas": "no ideas could be read from the answer",
+    "error": "the request failed (asked again on resume)",
+}
 
 OPEN_IDEA = ("Your choice: make it as fast as you can on this hardware, using the optimisations that fit "
              "this problem (fusing passes, contiguous and vectorised memory access, parallel loops, ...).")
@@ -216,14 +230,16 @@ class Proposer:
                 out.append([])
                 continue
             key = ask.request.key()
-            ideas = extract_ideas(res.content)[: ask.limit]
+            read = read_ideas(res.content, res.finish_reason)
+            ideas = read.ideas[: ask.limit]
             if not ideas:
-                self.store.set_outcome(self.run_id, key, "no_ideas", "no ideas could be read from the answer")
+                self.store.set_outcome(self.run_id, key, read.outcome, read.note)
                 out.append([])
                 continue
             call = self.store.call(self.run_id, key)
             out.append(self.store.add_ideas(self.run_id, round_no, call["id"], ask.parents, ideas))
-            self.store.set_outcome(self.run_id, key, "ideas", f"{len(ideas)} idea(s)")
+            self.store.set_outcome(self.run_id, key, read.outcome,
+                                   "; ".join(x for x in (f"{len(ideas)} idea(s)", read.note) if x))
         _raise_stop(results)
         return out
 
@@ -250,11 +266,12 @@ class Proposer:
             slot = ask.request.metadata.get("slot", i)
             cand = Candidate.from_source(ex.code, name=f"r{round_no}_{slot}")
             call = self.store.call(self.run_id, key)
-            if call is not None and call.get("outcome") == "ok" and call.get("candidate_id") == cand.id:
+            if (call is not None and call.get("outcome") in ("ok", "unclosed_fence")
+                    and call.get("candidate_id") == cand.id):
                 out[i] = cand.id  # committed before a kill: not a duplicate of itself
                 return
             new = self.store.add_proposal(self.run_id, self.problem.id, cand, round_no, ask.parents, ask.idea_id,
-                                          key, res.model or None, ex.note)
+                                          key, res.model or None, ex.note, outcome=ex.outcome)
             if new and self.on_candidate is not None:
                 self.on_candidate(cand)
             out[i] = cand.id

@@ -363,16 +363,18 @@ class RunStore:
         return cur.rowcount > 0
 
     def add_proposal(self, run_id: str, problem_id: str, cand: Candidate, n: int, parents: list[str],
-                     idea_id: int | None, request_key: str, model: str | None, note: str = "") -> bool:
-        """The candidate an answer produced, its lineage and the call's outcome, atomically.
+                     idea_id: int | None, request_key: str, model: str | None, note: str = "",
+                     outcome: str = "ok") -> bool:
+        """The candidate an answer produced, its lineage and the call's outcome (``outcome``:
+        ``ok``, or ``unclosed_fence`` for code read from a block never closed), atomically.
         False when this run already has the same code (a duplicate is not evaluated again)."""
         now = time.time()
         with self.archive.tx() as c:
             row = c.execute("SELECT id FROM llm_calls WHERE run_id=? AND request_key=?", (run_id, request_key)).fetchone()
             call_id = row[0] if row else None
             new = self._insert_candidate(c, run_id, problem_id, cand, n, "llm", parents, idea_id, call_id, model, now)
-            outcome = "ok" if new else "duplicate"
             if not new:
+                outcome = "duplicate"
                 note = (note + "; " if note else "") + f"same code as candidate {cand.id}, already in this run"
             c.execute("UPDATE llm_calls SET outcome=?, note=?, candidate_id=?, updated_at=? WHERE run_id=? AND request_key=?",
                       (outcome, note, cand.id, now, run_id, request_key))

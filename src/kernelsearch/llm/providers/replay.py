@@ -6,7 +6,7 @@ One JSON object per line; blank lines and lines starting with `#` or `//` are sk
     {"model": "gpt-4o", "content": "..."}
     {"match": {"model": "gpt-4o", "contains": ["softmax", "ModelNew"]}, "content": "..."}
     {"key": "...", "match": {"contains": "softmax"}, "content": "...",
-     "usage": {"input_tokens": 10, "output_tokens": 20}}
+     "usage": {"input_tokens": 10, "output_tokens": 20}, "finish_reason": "length"}
 
 Lookup: an entry whose `"key"` equals the request key (`LLMRequest.key()`) answers it, as
 often as asked (the last such line wins). Otherwise the request takes the first unused
@@ -15,7 +15,8 @@ entries that carry a `"match"` (so recordings survive edited prompts). An entry 
 model (`match.model`, else top-level `"model"`; absent = any) equals the request's model and
 every `match.contains` string occurs in the request's messages. So hand-written files are
 served in order per model. A request asked again gets the answer it got before. Running out
-is an LLMError. `append_record` writes the keyed lines from live answers.
+is an LLMError. `"finish_reason"` is handed on as the provider's (absent: none reported).
+`append_record` writes the keyed lines from live answers.
 """
 
 from __future__ import annotations
