@@ -9,9 +9,19 @@ after the candidate. An optional idle ``--gap`` before each evaluation stands in
 For each candidate it prints every evaluation's medians and IQR/median, then the summary the
 throughput benchmark's "within spread" test depends on: the relative range of the medians
 between evaluations, the mean within-evaluation spread, and the share of evaluation pairs
-whose speedup ranges (speedup times one plus or minus its spread) overlap. Usage:
+whose speedup ranges (speedup times one plus or minus its spread) overlap.
+
+``--set seedbank`` takes every seed-bank kernel of the device's backend on its suite problem at
+full size instead, with the evaluator's default timing settings; ``--extra DIR`` adds kernels
+kept outside the project, one folder each holding ``ref.py`` (the problem) and ``src.py`` (the
+kernel), as the CRFM kernels are laid out. Candidates are built first, in parallel. The second
+table then holds what a published time needs: the max-min of the candidate's time across the
+processes, the spread each process reported, the spread a confirmation over these processes
+would publish (``confirm.pooled_spread``), and how many processes' own intervals contain the
+pooled median. Usage:
 
     python benchmarks/repeatability.py --device cuda --evals 5
+    python benchmarks/repeatability.py --device cuda --set seedbank --extra .ext/crfm --evals 5
     python benchmarks/repeatability.py --device cuda --gap 20 --reps 10:100 --budget 10
 """
 
@@ -31,12 +41,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from kernelsearch.bench import SEEDBANK_DIR
+from kernelsearch.evaluator.candidate import Candidate
+from kernelsearch.evaluator.config import EvalConfig
+from kernelsearch.evaluator.confirm import pooled_spread
 from kernelsearch.evaluator.evaluate import evaluate
+from kernelsearch.evaluator.prebuild import prebuild
 from kernelsearch.metrics.fastp import speedup_spread
 from kernelsearch.problems.loader import load_problem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throughput import agree, candidate_set, config_for, problem_files  # noqa: E402
+from throughput import Item, agree, candidate_set, config_for, problem_files  # noqa: E402
 
 
 def _rel_range(xs: list[float]) -> float:
@@ -67,9 +82,23 @@ def run(label: str, problem, candidate, config, evals: int, gap: float, console:
     return {"label": label, "rows": rows}
 
 
+def seedbank_set(device: str, extra: Path | None) -> list[tuple[Item, Path]]:
+    """Every seed-bank kernel of the device's backend on its suite problem, then each
+    ``extra/NAME/{ref,src}.py`` pair."""
+    backend = "cpp" if device == "cpu" else "cuda"
+    out = [(Item(f.stem, "original", f.stem, Candidate.from_file(f)), load_problem(f.stem).path)
+           for f in sorted((SEEDBANK_DIR / backend).glob("*.py"))]
+    for d in sorted(p for p in (extra.iterdir() if extra else []) if (p / "ref.py").is_file() and (p / "src.py").is_file()):
+        out.append((Item(d.name, "original", d.name, Candidate.from_file(d / "src.py")), d / "ref.py"))
+    return out
+
+
 def summarise(res: dict) -> dict:
     ok = [r for r in res["rows"] if r["candidate"] and r["eager"]]
     cand = [r["candidate"]["median_ms"] for r in ok]
+    within = [r["candidate"]["rel_spread"] for r in ok]
+    pooled = statistics.median(cand) if cand else None
+    covering = sum(abs(m - pooled) <= m * w + 1e-12 for m, w in zip(cand, within, strict=True)) if cand else 0
     eager = [r["eager"]["median_ms"] for r in ok]
     speed = [r["speedup_vs_eager"] for r in ok if r["speedup_vs_eager"] is not None]
     spread = [r["spread"] for r in ok if r["spread"] is not None]
@@ -80,7 +109,10 @@ def summarise(res: dict) -> dict:
             phases.setdefault(k, []).append(v)
     return {
         "label": res["label"], "n": len(ok),
-        "candidate_ms": statistics.median(cand) if cand else None, "candidate_range": _rel_range(cand),
+        "candidate_ms": pooled, "candidate_range": _rel_range(cand),
+        "within_spread": statistics.median(within) if within else None,
+        "max_within_spread": max(within) if within else None,
+        "pooled_spread": pooled_spread(cand, within) if cand else None, "covering": covering,
         "eager_ms": statistics.median(eager) if eager else None, "eager_range": _rel_range(eager),
         "speedup": statistics.median(speed) if speed else None, "speedup_range": _rel_range(speed),
         "mean_spread": statistics.fmean(spread) if spread else None,
@@ -95,6 +127,10 @@ def main() -> int:
     ap.add_argument("--evals", type=int, default=5)
     ap.add_argument("--gap", type=float, default=0.0, help="idle seconds before each evaluation")
     ap.add_argument("--only", default=None, help="comma-separated labels (default: every original)")
+    ap.add_argument("--set", choices=("throughput", "seedbank"), default="throughput",
+                    help="the throughput benchmark's originals at its smaller sizes (default), or every seed-bank "
+                         "kernel at full size with the evaluator's default timing")
+    ap.add_argument("--extra", type=Path, default=None, help="with --set seedbank: folders of ref.py + src.py pairs")
     ap.add_argument("--reps", default=None, help="MIN:MAX timed calls (default: the throughput benchmark's)")
     ap.add_argument("--budget", type=float, default=None, help="seconds for the timed loop")
     ap.add_argument("--json", type=Path, default=None)
@@ -106,11 +142,18 @@ def main() -> int:
     console = Console(width=160)
     work = args.work or Path(tempfile.mkdtemp(prefix="ks-repeat-"))
     work.mkdir(parents=True, exist_ok=True)
-    items = [it for it in candidate_set(device, "full") if it.kind == "original"]
+    if args.set == "seedbank":
+        pairs = seedbank_set(device, args.extra)
+        items = [it for it, _ in pairs]
+        problems = {it.problem: path for it, path in pairs}
+        config = EvalConfig(device=device, compile_baseline=False, home=work / "home")
+    else:
+        items = [it for it in candidate_set(device, "full") if it.kind == "original"]
+        config = config_for(device, compile_baseline=False).with_(home=work / "home")
     if args.only:
         items = [it for it in items if it.label in args.only.split(",")]
-    problems = problem_files(items, device, work)
-    config = config_for(device, compile_baseline=False).with_(home=work / "home")
+    if args.set != "seedbank":
+        problems = problem_files(items, device, work)
     t = config.timing
     changes = {}
     if args.reps:
@@ -122,6 +165,8 @@ def main() -> int:
     t = config.timing
     console.print(f"{len(items)} candidates x {args.evals} evaluations on {device}; timed loop {t.min_reps}-"
                   f"{t.max_reps} calls, {t.budget_s:g} s, stop at IQR/median {t.target_rel_spread:g}; gap {args.gap:g} s")
+    built = prebuild([it.candidate for it in items], config)
+    console.print(f"built {built} candidates in parallel")
     try:
         results = [run(it.label, load_problem(problems[it.problem]), it.candidate, config, args.evals, args.gap,
                        console) for it in items]
@@ -140,6 +185,15 @@ def main() -> int:
                       pct(s["eager_range"]), num(s["speedup"]), pct(s["speedup_range"]), pct(s["mean_spread"]),
                       f"{s['pairs_agreeing']}/{s['pairs']}")
     console.print(table)
+    pub = Table(title="A published time: the candidate's time across processes against the spread reported")
+    for col in ("candidate", "processes", "kernel ms (median)", "max-min", "spread reported (median / max)",
+                "confirmed spread (pooled)", "processes whose ±spread holds the median"):
+        pub.add_column(col)
+    for s in summaries:
+        pub.add_row(s["label"], str(s["n"]), num(s["candidate_ms"]), pct(s["candidate_range"]),
+                    f"{pct(s['within_spread'])} / {pct(s['max_within_spread'])}", pct(s["pooled_spread"]),
+                    f"{s['covering']}/{s['n']}")
+    console.print(pub)
     phases = Table(title="Median seconds per phase of one evaluation")
     keys = sorted({k for s in summaries for k in s["phase_s"]})
     phases.add_column("candidate")
