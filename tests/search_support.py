@@ -71,14 +71,15 @@ CLI_EVAL = ["--device", "cpu", "--no-compile", "--trials", "5", "--warmup", "1",
 
 def fake_evaluate(problem, candidate, config, archive) -> EvalResult:
     """Instant evaluation for budget and bookkeeping tests: a source tagged `# speed=X` is
-    correct and X times faster than eager; anything else is incorrect. Recorded like the real one."""
+    correct and X times faster than eager (eager takes 1 ms, the kernel 1/X ms: kernels are
+    ranked by their own time); anything else is incorrect. Recorded like the real one."""
     m = re.search(r"# speed=([0-9.]+)", candidate.source)
     r = EvalResult(problem=problem.name, problem_id=problem.id, candidate_id=candidate.id,
                    backend=candidate.backend, device=config.device,
                    status=Status.CORRECT if m else Status.INCORRECT, reason="fake")
     if m:
-        r.eager_timing = TimingStats.from_samples([float(m.group(1))])
-        r.candidate_timing = TimingStats.from_samples([1.0])
+        r.eager_timing = TimingStats.from_samples([1.0])
+        r.candidate_timing = TimingStats.from_samples([1.0 / float(m.group(1))])
     archive.add_candidate(candidate, problem)
     archive.add_evaluation(r)
     return r

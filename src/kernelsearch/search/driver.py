@@ -196,7 +196,8 @@ class Driver:
         self.store.mark_evaluated(self.run_id, cid, done)
         self.clock.checkpoint()
         spent = self.spent()
-        self.view.evaluated(n, cid, self.store.result(self.run_id, cid), spent, self._evaluated())
+        self.view.evaluated(n, cid, self.store.result(self.run_id, cid), spent, self._evaluated(),
+                            speedup=self.store.speedup(self.run_id, cid))
         return target_stop(self.config.budgets, spent)
 
     def _finish(self, stop: Stop) -> Stop:

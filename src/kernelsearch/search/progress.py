@@ -23,7 +23,8 @@ class View:
     def round_started(self, n: int, plan: dict[str, Any]) -> None: ...
     def proposed(self, n: int, candidates: int, spent: Spent) -> None: ...
     def evaluating(self, n: int, count: int) -> None: ...
-    def evaluated(self, n: int, candidate_id: str, result: EvalResult | None, spent: Spent, evaluated: int) -> None: ...
+    def evaluated(self, n: int, candidate_id: str, result: EvalResult | None, spent: Spent, evaluated: int,
+                  speedup: float | None = None) -> None: ...
     def stopped(self, stop: Stop, spent: Spent, evaluated: int) -> None: ...
     def close(self) -> None: ...
 
@@ -73,10 +74,12 @@ class RichView(View):
         self.round = n
         self._print(f"round {n}: evaluating {count} candidate(s)")
 
-    def evaluated(self, n: int, candidate_id: str, result: EvalResult | None, spent: Spent, evaluated: int) -> None:
+    def evaluated(self, n: int, candidate_id: str, result: EvalResult | None, spent: Spent, evaluated: int,
+                  speedup: float | None = None) -> None:
+        """``speedup``: the kernel's, against the run's pooled baseline (search.ranking)."""
         if result is not None:
             style = _STYLE.get(result.status.value, "yellow")
-            sp = f" {result.speedup_vs_eager:.2f}x" if result.speedup_vs_eager is not None else ""
+            sp = f" {speedup:.2f}x" if speedup is not None else ""
             self._print(f"  {candidate_id} [{style}]{result.status.value}[/]{sp}  [dim]{escape(result.reason[:90])}[/]")
         self._print_status(n, spent, evaluated)
         self._status(spent, evaluated)

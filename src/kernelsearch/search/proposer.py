@@ -11,7 +11,7 @@ after a kill asks the same questions and gets the stored answers back.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kernelsearch.evaluator.candidate import Candidate
@@ -105,13 +105,30 @@ class Proposer:
     def source(self, candidate_id: str | None) -> str | None:
         return self.store.candidate(candidate_id).source if candidate_id else None
 
-    def performance(self, candidate_id: str | None) -> str | None:
+    def feedback(self, candidate_id: str, round_no: int) -> Feedback | None:
+        """What the evaluator said about a candidate, for a prompt of round ``round_no``; its
+        eager and torch.compile times are the run's pooled baseline over the rounds before
+        that one (so the speedups shown are the ones the run ranks by, and a prompt rebuilt
+        on resume is the same prompt), its own time the one it is ranked by."""
+        result = self.store.result(self.run_id, candidate_id)
+        if result is None:
+            return None
+        fb = Feedback.from_result(result)
+        base = self.store.baseline(self.run_id, before_round=round_no)
+        ms = self.store.ranked_ms(self.run_id, candidate_id)
+        return replace(fb, candidate_ms=ms or fb.candidate_ms, eager_ms=base.eager_ms or fb.eager_ms,
+                       compile_ms=base.compile_ms or fb.compile_ms)
+
+    def performance(self, candidate_id: str | None, round_no: int) -> str | None:
         """Timings, roofline and profile of a correct kernel, for the ideas, implement and
         crossover prompts (refine shows the whole Feedback)."""
-        result = self.store.result(self.run_id, candidate_id) if candidate_id else None
+        if not candidate_id:
+            return None
+        result = self.store.result(self.run_id, candidate_id)
         if result is None or getattr(result.status, "value", result.status) != "correct":
             return None
-        return Feedback.from_result(result).performance()
+        fb = self.feedback(candidate_id, round_no)
+        return fb.performance() if fb is not None else None
 
     def request(self, template: str, *, round_no: int, slot: int, purpose: str, sample_index: int = 0,
                 **context: Any) -> LLMRequest:
@@ -129,15 +146,15 @@ class Proposer:
     def ideas_request(self, round_no: int, slot: int, parent: str | None, ledger: list[dict[str, str]],
                       num: int, sample_index: int = 0) -> LLMRequest:
         return self.request("ideas", round_no=round_no, slot=slot, purpose="ideas", sample_index=sample_index,
-                            current_kernel=self.source(parent), current_performance=self.performance(parent),
-                            num_ideas=num,
+                            current_kernel=self.source(parent),
+                            current_performance=self.performance(parent, round_no), num_ideas=num,
                             ideas_ledger=[LedgerItem(e["idea"], e["family"], e["result"]) for e in ledger])
 
     def implement_request(self, round_no: int, slot: int, parent: str | None, idea: IdeaRow | None,
                           sample_index: int = 0) -> LLMRequest:
         return self.request("implement", round_no=round_no, slot=slot, purpose="implement",
                             sample_index=sample_index, current_kernel=self.source(parent),
-                            current_performance=self.performance(parent), idea=idea.text if idea else OPEN_IDEA, idea_family=idea.family if idea else "other")
+                            current_performance=self.performance(parent, round_no), idea=idea.text if idea else OPEN_IDEA, idea_family=idea.family if idea else "other")
 
     def refine_request(self, round_no: int, slot: int, parent: str, feedback: Feedback | str,
                        sample_index: int = 0) -> LLMRequest:
@@ -147,10 +164,11 @@ class Proposer:
     def crossover_request(self, round_no: int, slot: int, a: str, b: str, sample_index: int = 0) -> LLMRequest:
         return self.request("crossover", round_no=round_no, slot=slot, purpose="crossover",
                             sample_index=sample_index, parent_a=self.source(a), parent_b=self.source(b),
-                            parent_a_summary=self._summary(a), parent_b_summary=self._summary(b))
+                            parent_a_summary=self._summary(a, round_no),
+                            parent_b_summary=self._summary(b, round_no))
 
-    def _summary(self, candidate_id: str) -> str:
-        sp = self.store.speedup(candidate_id)
+    def _summary(self, candidate_id: str, round_no: int) -> str:
+        sp = self.store.speedup(self.run_id, candidate_id, self.store.baseline(self.run_id, before_round=round_no))
         idea = None
         for row in self.store.lineage(self.run_id):
             if row["candidate_id"] == candidate_id and row["idea_id"]:
@@ -158,7 +176,7 @@ class Proposer:
         parts = [f"Correct, {sp:.2f}x vs eager PyTorch." if sp else "Correct."]
         if idea:
             parts.append(f"Built on the idea: {idea.text}")
-        perf = self.performance(candidate_id)
+        perf = self.performance(candidate_id, round_no)
         return " ".join(parts) + (f"\n\n{perf}" if perf else "")
 
     # -- asking -------------------------------------------------------------------------

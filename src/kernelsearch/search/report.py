@@ -1,5 +1,7 @@
 """What a run found, read from its archive only: the round-by-round trajectory (the CRFM
-Conv2D table is the model), the best kernel, and LLM totals. Feeds `kernelsearch show`."""
+Conv2D table is the model), the best kernel, and LLM totals. Feeds `kernelsearch show`.
+Kernels are ranked by their own time and speedups are against the run's pooled baseline
+(`search.ranking`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kernelsearch.evaluator.ceilings import describe_roofline
+from kernelsearch.search.ranking import ranked_time_sql
 from kernelsearch.search.store import RunStore
 
 
@@ -35,27 +38,36 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
     run = store.run(run_id)
     rid = run.id
     lineage = store.lineage(rid)
+    key = store.key(rid)
+    base = store.baseline(rid)
     verdict: dict[int, Any] = {}
     for row in store.conn.execute(
-            "SELECT e.id, e.status, e.speedup_vs_eager, e.speedup_vs_compile FROM evaluations e "
+            f"SELECT e.id, e.status, {ranked_time_sql()} AS ranked_ms, e.problem_id, e.device FROM evaluations e "
             "JOIN lineage l ON l.evaluation_id = e.id WHERE l.run_id=?", (rid,)):
         verdict[row[0]] = row
     by_id = {r["candidate_id"]: r for r in lineage}
+
+    def fastest(rows: list[dict[str, Any]]) -> tuple[float, dict[str, Any]] | None:
+        """The fastest correct kernel of these rows on the run's problem and device."""
+        timed = [(float(v["ranked_ms"]), r) for r in rows
+                 if (v := verdict[r["evaluation_id"]])["status"] == "correct"
+                 and (v["problem_id"], v["device"]) == key and v["ranked_ms"]]
+        return min(timed, key=lambda x: x[0]) if timed else None
+
     rounds, best_so_far = [], None
     for rd in store.rounds(rid):
         rows = [r for r in lineage if r["round"] == rd.round]
         done = [r for r in rows if r["status"] == "evaluated"]
-        correct = [(float(verdict[r["evaluation_id"]][2] or 0.0), r) for r in done
-                   if verdict[r["evaluation_id"]][1] == "correct"]
-        round_best = max(correct, key=lambda x: x[0]) if correct else None
-        if round_best is not None and (best_so_far is None or round_best[0] > best_so_far[0]):
+        correct = [r for r in done if verdict[r["evaluation_id"]]["status"] == "correct"]
+        round_best = fastest(correct)
+        if round_best is not None and (best_so_far is None or round_best[0] < best_so_far[0]):
             best_so_far = round_best
         idea, family = idea_label(store, best_so_far[1]) if best_so_far else (None, None)
         rounds.append({
             "round": rd.round, "kind": rd.kind, "status": rd.status, "candidates": len(rows),
             "evaluated": len(done), "correct": len(correct),
-            "round_best_speedup": round_best[0] if round_best else None,
-            "best_speedup": best_so_far[0] if best_so_far else None,
+            "round_best_speedup": base.speedups(round_best[0])[0] if round_best else None,
+            "best_speedup": base.speedups(best_so_far[0])[0] if best_so_far else None,
             "best_candidate_id": best_so_far[1]["candidate_id"] if best_so_far else None,
             "idea": idea, "family": family,
         })
@@ -64,7 +76,8 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
     if m is not None:
         idea, family = idea_label(store, by_id[m.candidate_id])
         best = {"candidate_id": m.candidate_id, "speedup_vs_eager": m.speedup,
-                "speedup_vs_compile": m.speedup_vs_compile, "round": m.round, "origin": m.origin,
+                "speedup_vs_compile": m.speedup_vs_compile, "candidate_ms": m.ms,
+                "round": m.round, "origin": m.origin,
                 "backend": store.candidate(m.candidate_id).backend, "idea": idea, "family": family,
                 "verification": _verification(store, m.candidate_id),
                 "roofline": getattr(store.result(rid, m.candidate_id), "roofline", None)}
@@ -74,6 +87,7 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
         "run_id": rid, "problem": name, "strategy": run.strategy, "llm": run.config.llm,
         "device": run.config.eval.device, "status": run.status, "stop_reason": run.stop_reason,
         "stop_detail": run.stop_detail, "rounds": rounds, "best": best,
+        "baseline": {"eager_ms": base.eager_ms, "compile_ms": base.compile_ms, "evaluations": base.evaluations},
         "candidates": len(lineage), "evaluated": sum(r["status"] == "evaluated" for r in lineage),
         "pending": sum(r["status"] == "pending" for r in lineage),
         "ideas": len(store.ideas(rid)), "llm_calls": u.calls, "llm_errors": u.errors, "tokens": u.tokens,
@@ -89,6 +103,10 @@ def _verification(store: RunStore, candidate_id: str) -> str:
 
 def _x(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}x"
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g} ms"
 
 
 def print_trajectory(t: dict[str, Any], console: Console | None = None) -> None:
@@ -113,6 +131,10 @@ def print_trajectory(t: dict[str, Any], console: Console | None = None) -> None:
                       highlight=False)
         if b.get("roofline"):
             console.print(escape(f"roofline: {describe_roofline(b['roofline'])}"), highlight=False)
+        base = t["baseline"]
+        console.print(f"speedups are against the run's baseline: eager {_ms(base['eager_ms'])}, "
+                      f"torch.compile {_ms(base['compile_ms'])} "
+                      f"(medians over {base['evaluations']} evaluation(s))", highlight=False)
     else:
         console.print("best kernel: none correct yet")
     cost = f"${t['cost_usd']:.4f}" + (f" (+{t['unpriced_calls']} unpriced)" if t["unpriced_calls"] else "")

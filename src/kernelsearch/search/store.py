@@ -27,6 +27,7 @@ from kernelsearch.llm.base import LLMRequest
 from kernelsearch.llm.extract import Idea
 from kernelsearch.problems.loader import Problem
 from kernelsearch.search.config import RunConfig
+from kernelsearch.search.ranking import Baseline, pooled_baselines, ranked_time_sql
 
 DB_NAME = "run.sqlite"
 LOCK_NAME = "run.lock"
@@ -87,15 +88,17 @@ class RoundRow:
 
 @dataclass
 class Member:
-    """A correct kernel of the run: what selection, seeding and reports rank."""
+    """A correct kernel of the run: what selection, seeding and reports rank (by ``ms``;
+    speedups are against the run's pooled baseline, see `search.ranking`)."""
 
     candidate_id: str
     round: int
     origin: str  # llm | seed
-    speedup: float  # vs eager
+    speedup: float  # vs eager, the run's pooled baseline
     speedup_vs_compile: float | None
     idea_id: int | None
     parent_ids: list[str] = field(default_factory=list)
+    ms: float | None = None  # the time it is ranked by (ranking.ranked_time_sql)
 
 
 @dataclass
@@ -243,16 +246,21 @@ class RunStore:
                       (time.time(), run_id, n))
 
     def finish_round(self, run_id: str, n: int) -> None:
-        """Mark the round evaluated, with its best kernel and every idea's outcome so far."""
+        """Mark the round evaluated, with its fastest kernel (its speedup against the run's
+        pooled baseline as it stands now) and every idea's outcome so far."""
+        base = self.baseline(run_id)
+        problem_id, device = self.key(run_id)
         best = self.conn.execute(
-            """SELECT l.candidate_id, e.speedup_vs_eager FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id
-               WHERE l.run_id=? AND l.round=? AND e.status='correct'
-               ORDER BY COALESCE(e.speedup_vs_eager, 0) DESC LIMIT 1""", (run_id, n)).fetchone()
-        outcomes = {i.id: self.idea_result(run_id, i.id) for i in self.ideas(run_id)}
+            f"""SELECT l.candidate_id, {ranked_time_sql()} AS ranked_ms
+                FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id
+                WHERE l.run_id=? AND l.round=? AND e.status='correct' AND e.problem_id=? AND e.device=?
+                ORDER BY ranked_ms IS NULL, ranked_ms, l.created_at, l.rowid LIMIT 1""",
+            (run_id, n, problem_id, device)).fetchone()
+        outcomes = {i.id: self.idea_result(run_id, i.id, base) for i in self.ideas(run_id)}
         with self.archive.tx() as c:
             c.execute("UPDATE rounds SET status='evaluated', evaluated_at=?, best_candidate_id=?, best_speedup=? "
                       "WHERE run_id=? AND round=?",
-                      (time.time(), best[0] if best else None, best[1] if best else None, run_id, n))
+                      (time.time(), best[0] if best else None, base.speedups(best[1])[0] if best else None, run_id, n))
             c.executemany("UPDATE ideas SET outcome=? WHERE id=?", [(o, i) for i, o in outcomes.items()])
 
     # -- LLM calls ----------------------------------------------------------------------
@@ -320,12 +328,15 @@ class RunStore:
     def _idea(r: Any) -> IdeaRow:
         return IdeaRow(r["id"], r["round"], r["text"], r["family"], json.loads(r["parent_ids"]), r["outcome"])
 
-    def idea_result(self, run_id: str, idea_id: int) -> str:
-        """How an idea did, in words a model can use: "2 kernels, 1 correct, best 1.43x (parent 1.10x)"."""
+    def idea_result(self, run_id: str, idea_id: int, base: Baseline | None = None) -> str:
+        """How an idea did, in words a model can use: "2 kernels, 1 correct, best 1.43x (parent 1.10x)";
+        its fastest kernel and the parent, against the run's pooled baseline (``base``: that
+        baseline, when the caller has it)."""
+        base = self.baseline(run_id) if base is None else base
         rows = self.conn.execute(
-            """SELECT l.status, e.status AS verdict, e.speedup_vs_eager AS sp, e.reason, l.parent_ids
-               FROM lineage l LEFT JOIN evaluations e ON e.id = l.evaluation_id
-               WHERE l.run_id=? AND l.idea_id=?""", (run_id, idea_id)).fetchall()
+            f"""SELECT l.status, e.status AS verdict, {ranked_time_sql()} AS ranked_ms, e.reason, l.parent_ids
+                FROM lineage l LEFT JOIN evaluations e ON e.id = l.evaluation_id
+                WHERE l.run_id=? AND l.idea_id=?""", (run_id, idea_id)).fetchall()
         if not rows:
             return "no kernel came of it"
         done = [r for r in rows if r["status"] == "evaluated"]
@@ -334,9 +345,10 @@ class RunStore:
         correct = [r for r in done if r["verdict"] == "correct"]
         head = f"{len(rows)} kernel(s), {len(correct)} correct"
         if correct:
-            best = max(float(r["sp"] or 0.0) for r in correct)
+            fastest = min((r["ranked_ms"] for r in correct if r["ranked_ms"]), default=None)
+            best = base.speedups(fastest)[0] or 0.0
             parents = json.loads(correct[0]["parent_ids"])
-            ref = self.speedup(parents[0]) if parents else None
+            ref = self.speedup(run_id, parents[0], base) if parents else None
             return head + f", best {best:.2f}x vs eager" + (f" (parent {ref:.2f}x)" if ref else "")
         why = "; ".join(sorted({f"{r['verdict']}: {(r['reason'] or '')[:80]}" for r in done}))
         return f"{head} ({why})"
@@ -344,7 +356,8 @@ class RunStore:
     def ledger(self, run_id: str, before_round: int, limit: int = 40) -> list[LedgerItem]:
         """Ideas of earlier rounds with their results: fixed once those rounds are evaluated,
         so a prompt rebuilt on resume is the same prompt (and hits the stored answer)."""
-        items = [LedgerItem(i.text, i.family, self.idea_result(run_id, i.id))
+        base = self.baseline(run_id, before_round=before_round)
+        items = [LedgerItem(i.text, i.family, self.idea_result(run_id, i.id, base))
                  for i in self.ideas(run_id, before_round=before_round)]
         return items[-limit:]
 
@@ -418,27 +431,55 @@ class RunStore:
             (run_id, candidate_id)).fetchone()
         return EvalResult.from_dict(json.loads(row[0])) if row else None
 
-    def members(self, run_id: str) -> list[Member]:
-        """Every correct kernel of the run, fastest first; a kernel whose latest re-verification
-        failed is left out (it keeps its evaluation row and the verification says why)."""
+    # -- ranking (see search.ranking) ---------------------------------------------------
+    def key(self, run_id: str) -> tuple[str, str]:
+        """(problem_id, device) of the run: its kernels are ranked against each other only there."""
+        run = self.run(run_id)
+        return run.problem_id, run.config.eval.device
+
+    def baseline(self, run_id: str, before_round: int | None = None) -> Baseline:
+        """The run's pooled baseline on its problem and device (``before_round``: from the
+        rounds before that one only)."""
+        return pooled_baselines(self.conn, run_id, before_round).get(self.key(run_id), Baseline())
+
+    def members(self, run_id: str, base: Baseline | None = None) -> list[Member]:
+        """Every correct kernel of the run, fastest first (by its own time, never by its
+        evaluation's own speedup, which eager's noise moves); a kernel whose latest
+        re-verification failed is left out (it keeps its evaluation row and the verification
+        says why). Speedups are against the run's pooled baseline (or ``base``)."""
+        base = self.baseline(run_id) if base is None else base
+        problem_id, device = self.key(run_id)
         rows = self.conn.execute(
-            """SELECT l.candidate_id, l.round, l.origin, l.idea_id, l.parent_ids, e.speedup_vs_eager, e.speedup_vs_compile
-               FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id
-               WHERE l.run_id=? AND e.status='correct'
-                 AND COALESCE((SELECT v.ok FROM verifications v WHERE v.candidate_id = l.candidate_id
-                               ORDER BY v.id DESC LIMIT 1), 1) = 1
-               ORDER BY COALESCE(e.speedup_vs_eager, 0) DESC, l.created_at, l.rowid""", (run_id,))
-        return [Member(r["candidate_id"], r["round"], r["origin"], float(r["speedup_vs_eager"] or 0.0),
-                       r["speedup_vs_compile"], r["idea_id"], json.loads(r["parent_ids"])) for r in rows]
+            f"""SELECT l.candidate_id, l.round, l.origin, l.idea_id, l.parent_ids, {ranked_time_sql()} AS ranked_ms
+                FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id
+                WHERE l.run_id=? AND e.status='correct' AND e.problem_id=? AND e.device=?
+                  AND COALESCE((SELECT v.ok FROM verifications v WHERE v.candidate_id = l.candidate_id
+                                ORDER BY v.id DESC LIMIT 1), 1) = 1
+                ORDER BY ranked_ms IS NULL, ranked_ms, l.created_at, l.rowid""", (run_id, problem_id, device))
+        out = []
+        for r in rows:
+            eager, compiled = base.speedups(r["ranked_ms"])
+            out.append(Member(r["candidate_id"], r["round"], r["origin"], eager or 0.0, compiled, r["idea_id"],
+                              json.loads(r["parent_ids"]), r["ranked_ms"]))
+        return out
 
     def best(self, run_id: str) -> Member | None:
         m = self.members(run_id)
         return m[0] if m else None
 
-    def speedup(self, candidate_id: str) -> float | None:
-        row = self.conn.execute("SELECT speedup_vs_eager FROM evaluations WHERE candidate_id=? AND status='correct' "
-                                "ORDER BY id DESC LIMIT 1", (candidate_id,)).fetchone()
+    def ranked_ms(self, run_id: str, candidate_id: str) -> float | None:
+        """The time a kernel of this run is ranked by; None unless it was judged correct here."""
+        problem_id, device = self.key(run_id)
+        row = self.conn.execute(
+            f"""SELECT {ranked_time_sql()} FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id
+                WHERE l.run_id=? AND l.candidate_id=? AND e.status='correct' AND e.problem_id=? AND e.device=?""",
+            (run_id, candidate_id, problem_id, device)).fetchone()
         return float(row[0]) if row and row[0] is not None else None
+
+    def speedup(self, run_id: str, candidate_id: str, base: Baseline | None = None) -> float | None:
+        """A correct kernel's speedup vs eager against the run's pooled baseline (or ``base``)."""
+        base = self.baseline(run_id) if base is None else base
+        return base.speedups(self.ranked_ms(run_id, candidate_id))[0]
 
     def parent_uses(self, run_id: str) -> dict[str, int]:
         """How often each candidate has been a parent in this run (evolve's over-use penalty)."""

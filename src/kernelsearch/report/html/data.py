@@ -10,6 +10,7 @@ from typing import Any
 
 from kernelsearch.evaluator.records import EvalResult, Status
 from kernelsearch.metrics.fastp import speedup_spread
+from kernelsearch.search.ranking import Baseline
 from kernelsearch.search.report import idea_label, trajectory
 from kernelsearch.search.store import RunStore
 
@@ -18,7 +19,8 @@ REFERENCE = "reference"  # the PyTorch reference: parent of kernels written from
 
 @dataclass
 class CandidateRow:
-    """One candidate of a run with its verdict; speedups are None unless it is correct."""
+    """One candidate of a run with its verdict; speedups are None unless it is correct, and
+    against the run's pooled baseline (search.ranking), as `show` reports them."""
 
     id: str
     round: int
@@ -167,7 +169,7 @@ def depths(tree: dict[str, list[str]]) -> dict[str, int]:
     return depth
 
 
-def _candidate(store: RunStore, run_id: str, row: dict[str, Any]) -> CandidateRow:
+def _candidate(store: RunStore, run_id: str, row: dict[str, Any], base: Baseline) -> CandidateRow:
     cand = store.candidate(row["candidate_id"])
     idea, family = idea_label(store, row)
     c = CandidateRow(
@@ -190,7 +192,7 @@ def _candidate(store: RunStore, run_id: str, row: dict[str, Any]) -> CandidateRo
     if r is None:
         return c
     c.status, c.reason = r.status.value, r.reason
-    c.speedup_eager, c.speedup_compile = r.speedup_vs_eager, r.speedup_vs_compile
+    c.speedup_eager, c.speedup_compile = base.speedups(store.ranked_ms(run_id, c.id))
     c.spread_eager, c.spread_compile = speedup_spread(r, "eager"), speedup_spread(r, "compile")
     c.candidate_ms, c.roofline, c.profile = r.candidate_ms, r.roofline, r.profile
     v = store.archive.verification(c.id)
@@ -216,7 +218,8 @@ def _ideas(store: RunStore, run_id: str, cands: list[CandidateRow]) -> list[Idea
 def load_run(store: RunStore, run_id: str, label: str) -> RunData:
     run = store.run(run_id)
     t = trajectory(store, run_id)
-    cands = [_candidate(store, run_id, row) for row in store.lineage(run_id)]
+    base = store.baseline(run_id)
+    cands = [_candidate(store, run_id, row, base) for row in store.lineage(run_id)]
     calls = [
         CallRow(
             float(c["created_at"]),

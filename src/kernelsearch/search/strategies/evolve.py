@@ -1,7 +1,8 @@
 """`evolve`: an archive of every correct kernel, bred by mutation and crossover.
 
 Parents are drawn from all correct kernels of the run (the user's `--seed` kernels included),
-with weights proportional to speedup, a share spread evenly over all members (exploration) and
+with weights proportional to speedup (against the run's pooled baseline, so to 1 / the kernel's
+own time: see search.ranking), a share spread evenly over all members (exploration) and
 a penalty for members already used often. A mutation asks for one new idea for its parent and
 then for its code; a crossover asks for one program combining two parents. When a round finds
 nothing faster than what came before it, the next round restarts from older members instead of

@@ -48,9 +48,8 @@ class Refine(Strategy):
                 req = p.implement_request(round_no, slot, None, None, sample_index=sample)
             else:
                 feedback: Feedback | str
-                result = self.store.result(self.run_id, tip)
-                feedback = NO_CODE.format(note=note) if note else (
-                    Feedback.from_result(result) if result is not None else "(not evaluated)")
+                fb = p.feedback(tip, round_no)  # against the run's pooled baseline
+                feedback = NO_CODE.format(note=note) if note else (fb if fb is not None else "(not evaluated)")
                 req = p.refine_request(round_no, slot, tip, feedback, sample_index=sample)
             asks.append(CodeAsk(req, [tip] if tip else []))
         p.code(round_no, asks)

@@ -1,0 +1,111 @@
+"""How a run ranks its kernels, and the speedups it reports for them.
+
+Every evaluation re-times eager PyTorch in its own judge process, and the archive keeps that
+evaluation's own ratio (``evaluations.speedup_vs_eager``) as data. Ranking by it lets baseline
+noise choose the winner: the kernel whose eager happened to be timed slow comes out on top
+(the winner's curse). So within a run, kernels of one problem on one device are ranked by their
+own time (`ranked_time_sql`, ascending), and the speedups the run reports (round best, best so
+far, `show`, budgets, progress, prompts) are against one pooled baseline of the run: the median
+eager (and torch.compile) time over every evaluation of the run on that problem and device that
+timed one, whatever its verdict (`pooled_baselines`). The reference's time does not depend on
+the candidate it was timed next to, so every such timing is a sample of the same quantity, and
+more samples make a steadier median. One baseline for all kernels keeps the order of their times.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from statistics import median
+from typing import Any
+
+Key = tuple[str, str]  # (problem_id, device): kernels are compared only within one
+
+
+def ranked_time_sql(e: str = "e") -> str:
+    """The time a candidate is ranked by, as an SQL expression over its evaluation row ``e``:
+    the evaluation's median time of the kernel. Every ranking query selects this (as
+    ``ranked_ms``) and orders by it; this is the one place to change which time that is (for
+    instance a confirmed time, where a kernel has one)."""
+    return f"{e}.candidate_ms"
+
+
+def ranked_time(row: Mapping[str, Any]) -> float | None:
+    """The ranked time of a row selected with ``ranked_time_sql() AS ranked_ms`` (or, for a
+    hand-built row, its ``candidate_ms``)."""
+    v = row["ranked_ms"] if "ranked_ms" in row.keys() else row["candidate_ms"]
+    return float(v) if v is not None and v > 0 else None
+
+
+def run_speedup(baseline_ms: float | None, ms: float | None) -> float | None:
+    """A kernel's speedup against the run's pooled baseline."""
+    return baseline_ms / ms if baseline_ms and ms else None
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The pooled baseline of one problem on one device in a run."""
+
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    evaluations: int = 0  # eager timings pooled
+
+    def speedups(self, ms: float | None) -> tuple[float | None, float | None]:
+        """(vs eager, vs torch.compile) of a kernel that takes ``ms``."""
+        return run_speedup(self.eager_ms, ms), run_speedup(self.compile_ms, ms)
+
+
+def pool(rows: Iterable[Mapping[str, Any]]) -> dict[Key, Baseline]:
+    """Median eager_ms and compile_ms per (problem_id, device) over the rows that timed them."""
+    eager: dict[Key, list[float]] = {}
+    compiled: dict[Key, list[float]] = {}
+    for r in rows:
+        key = (r["problem_id"], r["device"])
+        for name, into in (("eager_ms", eager), ("compile_ms", compiled)):
+            if r[name] is not None and r[name] > 0:
+                into.setdefault(key, []).append(float(r[name]))
+    return {k: Baseline(median(eager[k]) if k in eager else None,
+                        median(compiled[k]) if k in compiled else None, len(eager.get(k, [])))
+            for k in eager.keys() | compiled.keys()}
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A correct kernel in its run's ranking."""
+
+    candidate_id: str
+    key: Key
+    ms: float | None  # the time it is ranked by
+    speedup_vs_eager: float | None  # against the pooled baseline of its key
+    speedup_vs_compile: float | None
+
+
+def rank(rows: Iterable[Mapping[str, Any]], baselines: Mapping[Key, Baseline] | None = None) -> dict[Key, list[Ranked]]:
+    """Rows of evaluations (candidate_id, problem_id, device, status, candidate_ms or
+    ranked_ms, eager_ms, compile_ms): the correct ones per (problem_id, device), fastest first,
+    with speedups against the pooled baseline (by default pooled from the same rows)."""
+    rows = list(rows)
+    base = pool(rows) if baselines is None else baselines
+    out: dict[Key, list[Ranked]] = {}
+    for r in rows:
+        if r["status"] != "correct":
+            continue
+        key, ms = (r["problem_id"], r["device"]), ranked_time(r)
+        out.setdefault(key, []).append(Ranked(r["candidate_id"], key, ms, *base.get(key, Baseline()).speedups(ms)))
+    for ranked in out.values():
+        ranked.sort(key=lambda x: (x.ms is None, x.ms or 0.0))  # stable: ties keep the rows' order
+    return out
+
+
+def pooled_baselines(conn: sqlite3.Connection, run_id: str, before_round: int | None = None) -> dict[Key, Baseline]:
+    """The run's pooled baselines, from the evaluations its lineage points to (each candidate's
+    evaluation in this run). ``before_round``: only rounds before it, a baseline that stays
+    fixed while that round is proposed (its prompts are rebuilt the same on resume)."""
+    q = ("SELECT e.problem_id, e.device, e.eager_ms, e.compile_ms FROM lineage l "
+         "JOIN evaluations e ON e.id = l.evaluation_id WHERE l.run_id=?")
+    args: list[Any] = [run_id]
+    if before_round is not None:
+        q += " AND l.round < ?"
+        args.append(before_round)
+    return pool(conn.execute(q, args))
