@@ -72,6 +72,15 @@ def test_failed_verification_leaves_the_ranking(tmp_path, cpu_config):
     assert out.returncode == 0, out.stderr
     best = json.loads(out.stdout)["best"]
     assert best["candidate_id"] == STABLE.id and best["verification"] == "re-verified"
+    # the published figure is the confirmed one: its processes, its own A/B eager
+    conf = best["confirmation"]
+    assert conf["processes"] == 3 and best["timed"].startswith("confirmed: median of 3 fresh processes")
+    assert best["speedup_vs_eager"] == pytest.approx(conf["eager_median_ms"] / conf["median_ms"])
+    from kernelsearch.export import export_rows
+
+    rows = list(export_rows(tmp_path / "run"))
+    assert [r["candidate_id"] for r in rows] == [STABLE.id]
+    assert rows[0]["confirmed_processes"] == 3 and rows[0]["confirmed_ms"] == pytest.approx(conf["median_ms"])
 
 
 def test_unknown_distribution_is_an_error(cpu_config):

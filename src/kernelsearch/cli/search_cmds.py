@@ -376,6 +376,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 @_one_line_errors
 def cmd_best(args: argparse.Namespace) -> int:
+    from kernelsearch.search.report import published
+
     dirs = _run_dirs(args.run_dir)
     if len(dirs) > 1:
         raise UsageError(f"{args.run_dir} holds {len(dirs)} runs; name one of them: {', '.join(map(str, dirs))}")
@@ -385,7 +387,13 @@ def cmd_best(args: argparse.Namespace) -> int:
         if best is None:
             raise UsageError(f"{dirs[0]}: no correct kernel yet")
         source = store.candidate(best.candidate_id).source
+        pub = published(store, best.candidate_id, run.config.eval.device)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(source)
-    print(f"wrote {args.output}: candidate {best.candidate_id}, {best.speedup:.2f}x vs eager", file=sys.stderr)
+    conf = pub["confirmation"]
+    if conf is not None:
+        figure = f"{conf['speedup_vs_eager']:.2f}x vs eager ±{100 * conf['speedup_rel_spread']:.0f}%"
+    else:
+        figure = f"{best.speedup:.2f}x vs eager" if best.speedup else "speedup unknown"
+    print(f"wrote {args.output}: candidate {best.candidate_id}, {figure} ({pub['timed']})", file=sys.stderr)
     return 0

@@ -82,6 +82,12 @@ SCHEMA: tuple[Column, ...] = (
     Column("lineage", "list<lineage>", "ancestors from the root to the direct parent (first parent at each step)"),
     Column("verified", "bool", "true when the latest re-verification passed; false: not re-verified yet"),
     Column("verification", "string", "the latest re-verification's reason; null when not re-verified"),
+    Column("confirmed_processes", "int64", "fresh processes of the kernel's latest passing confirmation; 0: none"),
+    Column("confirmed_ms", "float64", "published time: median over those processes, ms; null when not confirmed"),
+    Column("confirmed_rel_spread", "float64", "spread covering every process's median (README, Published times)"),
+    Column("confirmed_eager_ms", "float64", "median eager time over the same processes (A/B), ms"),
+    Column("confirmed_speedup_vs_eager", "float64", "confirmed_eager_ms / confirmed_ms"),
+    Column("confirmed_speedup_vs_compile", "float64", "compile_ms / confirmed_ms; null without a compile baseline"),
 )
 
 COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA)
@@ -157,9 +163,20 @@ def run_rows(store: RunStore, run_id: str, include_unverified: bool = False) -> 
             "lineage": _ancestors(store, lrow, by_id, result),
             "verified": ver is not None,
             "verification": ver[1] if ver is not None else None,
+            **_confirmed(store.archive.confirmation(cand.id, res.device)),
         }
         rows.append(row)
     return rows
+
+
+def _confirmed(conf: dict | None) -> dict[str, Any]:
+    ok = conf is not None and conf.get("ok")
+    return {"confirmed_processes": int(conf.get("processes") or 0) if ok else 0,
+            "confirmed_ms": _num(conf.get("median_ms")) if ok else None,
+            "confirmed_rel_spread": _num(conf.get("rel_spread")) if ok else None,
+            "confirmed_eager_ms": _num(conf.get("eager_median_ms")) if ok else None,
+            "confirmed_speedup_vs_eager": _num(conf.get("speedup_vs_eager")) if ok else None,
+            "confirmed_speedup_vs_compile": _num(conf.get("speedup_vs_compile")) if ok else None}
 
 
 def _ancestors(store: RunStore, row: dict[str, Any], by_id: dict[str, dict[str, Any]],

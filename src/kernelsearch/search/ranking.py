@@ -25,10 +25,11 @@ Key = tuple[str, str]  # (problem_id, device): kernels are compared only within 
 
 def ranked_time_sql(e: str = "e") -> str:
     """The time a candidate is ranked by, as an SQL expression over its evaluation row ``e``:
-    the evaluation's median time of the kernel. Every ranking query selects this (as
-    ``ranked_ms``) and orders by it; this is the one place to change which time that is (for
-    instance a confirmed time, where a kernel has one)."""
-    return f"{e}.candidate_ms"
+    its confirmed time where it has a passing confirmation on that device (the median over
+    fresh processes, evaluator/confirm.py), else the evaluation's median time. Every ranking
+    query selects this (as ``ranked_ms``) and orders by it."""
+    return (f"COALESCE((SELECT c.median_ms FROM confirmations c WHERE c.candidate_id = {e}.candidate_id "
+            f"AND c.device = {e}.device AND c.ok = 1 ORDER BY c.id DESC LIMIT 1), {e}.candidate_ms)")
 
 
 def ranked_time(row: Mapping[str, Any]) -> float | None:

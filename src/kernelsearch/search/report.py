@@ -80,7 +80,11 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
                 "round": m.round, "origin": m.origin,
                 "backend": store.candidate(m.candidate_id).backend, "idea": idea, "family": family,
                 "verification": _verification(store, m.candidate_id),
-                "roofline": getattr(store.result(rid, m.candidate_id), "roofline", None)}
+                "roofline": getattr(store.result(rid, m.candidate_id), "roofline", None),
+                **published(store, m.candidate_id, run.config.eval.device)}
+        if best["confirmation"] is not None:  # the published figure: its own A/B eager, pooled over processes
+            conf = best["confirmation"]
+            best.update(speedup_vs_eager=conf["speedup_vs_eager"], speedup_vs_compile=conf["speedup_vs_compile"])
     u = store.usage(rid)
     name, _ = store.problem_source(run.problem_id)
     return {
@@ -94,6 +98,17 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
         "input_tokens": u.input_tokens, "output_tokens": u.output_tokens, "cost_usd": u.cost_usd,
         "unpriced_calls": u.unpriced, "elapsed_s": run.elapsed_s,
     }
+
+
+def published(store: RunStore, candidate_id: str, device: str) -> dict[str, Any]:
+    """How a kernel's figure was obtained: its passing confirmation (evaluator/confirm.py), or
+    one screening process."""
+    conf = store.archive.confirmation(candidate_id, device)
+    if conf is not None and conf.get("ok"):
+        return {"confirmation": conf, "timed": f"confirmed: {conf['method']}",
+                "speedup_spread": conf.get("speedup_rel_spread")}
+    return {"confirmation": None, "timed": "one process (screening); `kernelsearch verify` confirms it",
+            "speedup_spread": None}
 
 
 def _verification(store: RunStore, candidate_id: str) -> str:
@@ -129,10 +144,17 @@ def print_trajectory(t: dict[str, Any], console: Console | None = None) -> None:
                       f"{_x(b['speedup_vs_eager'])} vs eager, {_x(b['speedup_vs_compile'])} vs torch.compile "
                       f"({b['verification']})",
                       highlight=False)
+        conf = b.get("confirmation")
+        if conf is not None:
+            console.print(f"timed: {_ms(conf['median_ms'])} ±{100 * conf['rel_spread']:.1f}%, eager "
+                          f"{_ms(conf['eager_median_ms'])}; speedup ±{100 * conf['speedup_rel_spread']:.1f}% "
+                          f"({conf['method']})", highlight=False)
+        else:
+            console.print(f"timed: {_ms(b['candidate_ms'])} in {b['timed']}", highlight=False)
         if b.get("roofline"):
             console.print(escape(f"roofline: {describe_roofline(b['roofline'])}"), highlight=False)
         base = t["baseline"]
-        console.print(f"speedups are against the run's baseline: eager {_ms(base['eager_ms'])}, "
+        console.print(f"round speedups are against the run's baseline: eager {_ms(base['eager_ms'])}, "
                       f"torch.compile {_ms(base['compile_ms'])} "
                       f"(medians over {base['evaluations']} evaluation(s))", highlight=False)
     else:
