@@ -6,12 +6,16 @@ file consistent and readers never block the writer. Later features add tables th
 
 An ``Archive`` may be shared by threads (the local executor's evaluation lanes write their
 results as they finish): each thread gets its own connection to the file, and SQLite's
-locking orders the writers.
+locking orders the writers. Any number of processes may open the same file at once, a fresh
+one included: the WAL switch is retried, migrations run once (``_migrate``), rows that two
+processes may both write are inserted idempotently, and writers wait up to
+``BUSY_TIMEOUT_S`` for each other.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 import threading
 import time
@@ -134,6 +138,29 @@ MIGRATIONS: list[str] = [
 ]
 
 
+# How long a writer waits for another's transaction (SQLite's busy handler). Transactions here
+# are one short statement or a few, so this is only reached by something stuck.
+BUSY_TIMEOUT_S = 60.0
+
+
+def enable_wal(conn: sqlite3.Connection, timeout_s: float = BUSY_TIMEOUT_S) -> None:
+    """Put the file in WAL mode (it stays so; later calls read the mode and change nothing).
+
+    On a fresh file opened by several processes at once, the switch can fail at once with
+    "database is locked": it must promote a lock the statement already holds, and SQLite
+    answers BUSY there without calling the busy handler, since waiting could deadlock. So retry,
+    with a short random back-off, until one of them has switched the file."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(random.uniform(0.002, 0.02))
+
+
 class Archive:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -147,9 +174,10 @@ class Archive:
     def _connect(self) -> sqlite3.Connection:
         # check_same_thread off only so close() may close every thread's connection; each
         # connection is used by the thread that opened it
-        conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                               check_same_thread=False)
         conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode=WAL")
+        enable_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         with self._conns_lock:
@@ -192,13 +220,26 @@ class Archive:
             raise
         self.conn.execute("COMMIT")
 
+    def schema_version(self) -> int:
+        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+
     def _migrate(self) -> None:
-        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
-        for i, script in enumerate(MIGRATIONS[version:], start=version + 1):
-            with self.tx() as c:
+        """Bring the file up to the latest schema, once, however many processes open it at once.
+
+        Each process that opens a fresh file reads version 0; were each to run the scripts, all
+        but the first would fail ("table problems already exists"). So the version is read
+        again inside one write transaction (BEGIN IMMEDIATE: the others wait for the lock, then
+        see the work done and run nothing), and the scripts and the new version commit
+        together, so a killed migration leaves the old schema, never half of a new one."""
+        if self.schema_version() >= len(MIGRATIONS):
+            return  # up to date: no write lock taken
+        with self.tx() as c:
+            version = int(c.execute("PRAGMA user_version").fetchone()[0])
+            for script in MIGRATIONS[version:]:
                 for stmt in filter(str.strip, script.split(";")):
                     c.execute(stmt)
-                c.execute(f"PRAGMA user_version={i}")
+            if version < len(MIGRATIONS):
+                c.execute(f"PRAGMA user_version={len(MIGRATIONS)}")
 
     # -- writes -------------------------------------------------------------------------
     def add_problem(self, p: Problem) -> None:
@@ -233,15 +274,26 @@ class Archive:
             return int(cur.lastrowid)
 
     def put_baseline(self, key: str, problem_id: str, device: str, device_name: str, torch_version: str,
-                     eager: TimingStats | None, compile_: TimingStats | None, compile_error: str) -> None:
+                     eager: TimingStats | None, compile_: TimingStats | None, compile_error: str
+                     ) -> tuple[TimingStats | None, TimingStats | None, str] | None:
+        """Cache a problem's baselines; return the ones cached under ``key`` afterwards.
+
+        The first complete entry stays: processes that measured the same baselines at the same
+        time do not replace each other's, so every evaluation that reads the cache, now or
+        later, gets the same ``torch.compile`` timing (the caller uses what this returns)."""
         with self.tx() as c:
             c.execute(
-                """INSERT OR REPLACE INTO baselines(key, problem_id, device, device_name, torch_version,
-                   eager, compile, compile_error, created_at) VALUES (?,?,?,?,?,?,?,?,?)""",
+                """INSERT INTO baselines(key, problem_id, device, device_name, torch_version,
+                   eager, compile, compile_error, created_at) VALUES (?,?,?,?,?,?,?,?,?)
+                   ON CONFLICT(key) DO UPDATE SET device_name=excluded.device_name,
+                   torch_version=excluded.torch_version, eager=excluded.eager,
+                   compile=excluded.compile, compile_error=excluded.compile_error,
+                   created_at=excluded.created_at WHERE baselines.eager IS NULL""",
                 (key, problem_id, device, device_name, torch_version,
                  json.dumps(eager.to_dict()) if eager else None,
                  json.dumps(compile_.to_dict()) if compile_ else None, compile_error, time.time()),
             )
+            return self.get_baseline(key)
 
     def add_verification(self, candidate_id: str, problem_id: str, device: str, ok: bool, reason: str,
                          record: dict) -> int:

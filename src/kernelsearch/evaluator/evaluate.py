@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelsearch.archive.db import Archive
-from kernelsearch.evaluator.builds import build_dir, clear_locks
+from kernelsearch.evaluator.builds import build_dir, building
 from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.evaluator.ceilings import ceilings, roofline
 from kernelsearch.evaluator.config import LATE_RETRIES, EvalConfig
@@ -265,9 +265,8 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     trial_seeds = prep.cand_job["trial_seeds"]
     timing_seeds = prep.cand_job["timing_seeds"]
     # 4. the candidate's own process: build, run, time
-    cand = prep.cand.run(prep.cand_job, timeouts=lim.candidate_timeouts(), memory_bytes=lim.memory_bytes)
-    if cand.killed and cand.phase == "build":
-        clear_locks(bdir)  # its holder is dead; the next build of this candidate must not wait
+    with building(prep.cand, bdir):  # one build of a candidate at a time, across processes
+        cand = prep.cand.run(prep.cand_job, timeouts=lim.candidate_timeouts(), memory_bytes=lim.memory_bytes)
     res.output_excerpt = cand.output[-4000:]
     res.isolation = cand.isolation
     res.phase_s = {"prepare": prep.seconds, **_phases("candidate", cand)}
@@ -323,8 +322,11 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     else:
         res.eager_timing, res.compile_timing, res.compile_error = eager, compiled, compile_error
         if archive is not None and res.eager_timing is not None:
-            archive.put_baseline(key, problem.id, config.device, res.device_name, res.torch_version,
-                                 res.eager_timing, res.compile_timing, res.compile_error)
+            # another process may have cached its own first: use that one, as later evaluations will
+            stored = archive.put_baseline(key, problem.id, config.device, res.device_name, res.torch_version,
+                                          res.eager_timing, res.compile_timing, res.compile_error)
+            if stored is not None:
+                res.compile_timing, res.compile_error = stored[1], stored[2]
 
     res.checks = [TrialCheck(**{k: m.get(k) for k in TrialCheck.__dataclass_fields__}) for m in judge.events("check")]
     errs = [c.max_abs_error for c in res.checks if c.max_abs_error is not None and c.tag != "determinism"]

@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelsearch.evaluator.builds import build_dir, clear_locks
+from kernelsearch.evaluator.builds import build_dir, building
 from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.sandbox import Worker, WorkerOutcome
@@ -76,10 +76,8 @@ def build_one(candidate: Candidate, config: EvalConfig, max_jobs: int = 1,
             sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + 60,
             env_extra={"TORCH_EXTENSIONS_DIR": str(bdir), "MAX_JOBS": str(max(1, max_jobs))},
         )
-        with worker, (hold(worker) if hold is not None else nullcontext()):
+        with worker, building(worker, bdir), (hold(worker) if hold is not None else nullcontext()):
             out = worker.run(job, timeouts={"default": lim.build_timeout_s}, memory_bytes=lim.memory_bytes)
-    if out.killed:
-        clear_locks(bdir)
     ok = out.first("done") is not None
     if ok:
         try:

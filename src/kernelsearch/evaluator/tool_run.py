@@ -17,10 +17,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from kernelsearch.evaluator.builds import build_dir, clear_locks
+from kernelsearch.evaluator.builds import build_dir, building
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.sandbox import WorkerOutcome, run_worker
+from kernelsearch.evaluator.sandbox import Worker, WorkerOutcome
 from kernelsearch.problems.loader import Problem
 
 
@@ -43,15 +43,14 @@ def tool_run(problem: Problem, candidate: Candidate, config: EvalConfig, wrapper
             "timing": asdict(config.timing), "out_dir": str(work / "out"), "skip_timing": True, **(job_extra or {}),
         }
         run_s = max(lim.run_timeout_s, run_timeout_s)
-        out = run_worker(
-            job, work, timeouts=lim.candidate_timeouts(run_s),
-            memory_bytes=lim.memory_bytes, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
+        worker = Worker(
+            job, work, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
             sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + run_s,
             env_extra={"TORCH_EXTENSIONS_DIR": str(bdir), **config.worker_env(), **(env_extra or {})},
             wrapper=wrapper(work),
         )
-        if out.killed and out.phase == "build":
-            clear_locks(bdir)  # its holder is dead; the next build of this candidate must not wait
+        with worker, building(worker, bdir):
+            out = worker.run(job, timeouts=lim.candidate_timeouts(run_s), memory_bytes=lim.memory_bytes)
         yield out, work
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -17,6 +17,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Protocol
 
+from kernelsearch.archive.db import enable_wal
 from kernelsearch.llm.base import LLMRequest, LLMResponse
 
 _SCHEMA = """
@@ -69,7 +70,7 @@ class SQLiteCache:
         self.timeout = timeout
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with closing(self._connect()) as db:
-            db.execute("PRAGMA journal_mode=WAL")
+            enable_wal(db, self.timeout)  # retried: processes may create the file together
             with db:
                 db.execute(_SCHEMA)
 
