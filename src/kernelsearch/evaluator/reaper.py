@@ -103,7 +103,8 @@ def main(cmd: list[str]) -> None:
     kill_tree(os.getpid(), spare=os.getpid())
     code = os.waitstatus_to_exitcode(status)
     if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # no handler can be set for these two
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     os._exit(code & 255)
 
