@@ -1,6 +1,6 @@
 """How long a GPU left idle takes to time a kernel at its steady speed again, and what brings it
 back: after ``--idle`` seconds with nothing queued, the candidate is called back to back for
-``--seconds`` under the evaluator's per-call protocol (flush, cover, events: ``timing._gpu_call``),
+``--seconds`` under the evaluator's per-call protocol (flush, cover, events: ``timing.loop._gpu_call``),
 or with ``--gap-ms`` of host time between calls (the GPU idle, as during the worker's checks),
 optionally after a heater (``--heat memory|spin`` for ``--heat-ms``). Prints the per-call time
 against the seconds since the GPU woke, in buckets, with the SM clock read (NVML) about every
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import torch
 
-from kernelsearch.evaluator import timing, worker
+from kernelsearch.evaluator.timing import loop as timing
+from kernelsearch.evaluator.worker import common
 from kernelsearch.problems.loader import load_module
 
 
@@ -58,9 +59,9 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     problem = load_module(args.problem, device="cuda", name="ks_reference_problem")
-    cand = worker.load_module_plain(args.candidate, "ks_recovery_candidate")
-    model = worker.make_model(cand.ModelNew, problem, 7, "cuda")
-    x = worker.make_inputs(problem, 1, "cuda")
+    cand = common.load_module_plain(args.candidate, "ks_recovery_candidate")
+    model = common.make_model(cand.ModelNew, problem, 7, "cuda")
+    x = common.make_inputs(problem, 1, "cuda")
     flush = timing._Flusher("cuda")
     with torch.no_grad():
         model(*x)

@@ -42,11 +42,11 @@ from rich.console import Console
 from rich.table import Table
 
 from kernelsearch.bench import SEEDBANK_DIR
+from kernelsearch.evaluator.builds.prebuild import prebuild
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.confirm import pooled_spread
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.prebuild import prebuild
 from kernelsearch.metrics.fastp import speedup_spread
 from kernelsearch.problems.loader import load_problem
 

@@ -18,10 +18,10 @@ from rich.console import Console
 from rich.table import Table
 
 from kernelsearch.bench import SEEDBANK_DIR
+from kernelsearch.evaluator.builds.prebuild import prebuild
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.prebuild import prebuild
 from kernelsearch.problems.loader import load_problem
 
 

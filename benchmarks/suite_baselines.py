@@ -16,9 +16,9 @@ from rich.console import Console
 from rich.table import Table
 
 from kernelsearch.evaluator.config import TimingConfig
-from kernelsearch.evaluator.records import TimingStats
-from kernelsearch.evaluator.timing import time_calls
-from kernelsearch.evaluator.worker import make_inputs, make_model
+from kernelsearch.evaluator.timing.loop import time_calls
+from kernelsearch.evaluator.verdict.records import TimingStats
+from kernelsearch.evaluator.worker.common import make_inputs, make_model
 from kernelsearch.problems.describe import describe
 from kernelsearch.problems.loader import load_module, resolve_problems
 

@@ -45,10 +45,10 @@ from rich.table import Table
 from kernelsearch.archive import Archive
 from kernelsearch.bench import SEEDBANK_DIR
 from kernelsearch.evaluator.candidate import Candidate
-from kernelsearch.evaluator.ceilings import ceilings
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.normalise import normalised_hash
+from kernelsearch.evaluator.screen.normalise import normalised_hash
+from kernelsearch.evaluator.timing.ceilings import ceilings
 from kernelsearch.executors import make_executor
 from kernelsearch.executors.base import Job
 from kernelsearch.metrics.fastp import speedup_spread

@@ -31,9 +31,9 @@ from pathlib import Path
 
 import torch
 
-from kernelsearch.evaluator import timing as timing_mod
-from kernelsearch.evaluator import worker
 from kernelsearch.evaluator.config import TimingConfig
+from kernelsearch.evaluator.timing import loop as timing_mod
+from kernelsearch.evaluator.worker import candidate, common
 from kernelsearch.problems.loader import load_module
 
 MB = 1 << 20
@@ -105,9 +105,9 @@ def loop(model, problem, seeds: list[int], mode: str) -> dict:
         kept[:] = [out]
 
     fresh = mode != "fixed"
-    sets = [] if fresh else [worker.make_inputs(problem, s, "cuda") for s in seeds[:3]]
+    sets = [] if fresh else [common.make_inputs(problem, s, "cuda") for s in seeds[:3]]
     run = timing_mod.time_calls(_logged(model, layouts), sets, "cuda", cfg,
-                                inputs_for=(lambda k: worker.make_inputs(problem, seeds[k], "cuda")) if fresh else None,
+                                inputs_for=(lambda k: common.make_inputs(problem, seeds[k], "cuda")) if fresh else None,
                                 after=keep if mode == "fresh+kept" else None)
     kept.clear()
     return {**_summary(run.samples_ms, layouts), "late": run.late}
@@ -129,7 +129,7 @@ def in_worker(problem_path: Path, cand_path: Path, seeds: list[int]) -> dict:
                    "distribution": "normal", "candidate_path": str(cand_path), "trial_seeds": [11, 12, 13, 14, 15],
                    "backend": "cuda", "kernel_names": None, "profile": False}
             ch = _Capture()
-            worker.run_candidate(job, ch)
+            candidate.run_candidate(job, ch)
     finally:
         timing_mod.time_calls = real
     t = ch.first("timing")
@@ -139,7 +139,7 @@ def in_worker(problem_path: Path, cand_path: Path, seeds: list[int]) -> dict:
 
 
 def offsets(model, problem, seed: int) -> list[dict]:
-    x0 = worker.make_inputs(problem, seed, "cuda")
+    x0 = common.make_inputs(problem, seed, "cuda")
     n = x0[0].numel()
     pool = torch.empty(n + 256 * MB // 4, device="cuda")
     rows = []
@@ -162,9 +162,9 @@ def main() -> int:
     problem = load_module(args.problem, device="cuda", name="ks_reference_problem")
     seeds = list(range(100, 100 + TimingConfig().warmup + TimingConfig().max_reps))
     result: dict = {"device": torch.cuda.get_device_name(0)}
-    cand = worker.load_module_plain(args.candidate, "ks_modes_candidate")
-    model = worker.make_model(cand.ModelNew, problem, 7, "cuda")
-    x = worker.make_inputs(problem, 1, "cuda")
+    cand = common.load_module_plain(args.candidate, "ks_modes_candidate")
+    model = common.make_model(cand.ModelNew, problem, 7, "cuda")
+    x = common.make_inputs(problem, 1, "cuda")
     if "plain" in want:
         result["plain"] = plain(model, x)
     if "worker" in want:

@@ -15,7 +15,7 @@ from pathlib import Path
 from conftest import DATA
 
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
-from kernelsearch.evaluator.records import EvalResult, Status, TimingStats
+from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats
 from kernelsearch.llm.base import LLMRequest, LLMResponse, Provider, Usage
 from kernelsearch.search.config import Budgets, RunConfig, StrategyParams
 

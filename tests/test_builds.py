@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from conftest import ROOT
 
-from kernelsearch.evaluator.builds import build_dir, build_lock, building
+from kernelsearch.evaluator.builds.cache import build_dir, build_lock, building
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig, Limits
 
@@ -57,7 +57,7 @@ def test_build_lock_dies_with_its_holder(tmp_path):
     """A process killed while it holds the lock (SIGKILL: nothing of it runs again) does not
     leave it held."""
     d = _dir(tmp_path)
-    code = ("import sys, time\nfrom pathlib import Path\nfrom kernelsearch.evaluator.builds import build_lock\n"
+    code = ("import sys, time\nfrom pathlib import Path\nfrom kernelsearch.evaluator.builds.cache import build_lock\n"
             "with build_lock(Path(sys.argv[1])):\n    print('held', flush=True)\n    time.sleep(60)\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.Popen([sys.executable, "-c", code, str(d)], stdout=subprocess.PIPE, text=True, env=env)

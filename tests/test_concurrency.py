@@ -22,7 +22,7 @@ from conftest import DATA, ROOT
 from kernelsearch.archive import Archive
 from kernelsearch.archive.db import MIGRATIONS
 from kernelsearch.evaluator.candidate import Candidate
-from kernelsearch.evaluator.records import EvalResult, Status, TimingStats
+from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats
 from kernelsearch.problems.loader import Problem
 
 N_OPENERS = 10

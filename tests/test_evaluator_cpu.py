@@ -8,7 +8,7 @@ from conftest import DATA
 
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.evaluate import baseline_key, evaluate
-from kernelsearch.evaluator.records import Status
+from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.problems.loader import load_problem
 
 PROBLEM = DATA / "problems" / "scale_add.py"

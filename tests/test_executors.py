@@ -17,8 +17,8 @@ from conftest import DATA
 from kernelsearch.archive import Archive
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.evaluate import baseline_key, evaluate
-from kernelsearch.evaluator.normalise import normalise_cpp, normalised_hash
-from kernelsearch.evaluator.records import EvalResult, Status, TimingStats
+from kernelsearch.evaluator.screen.normalise import normalise_cpp, normalised_hash
+from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats
 from kernelsearch.executors import Job, make_executor
 from kernelsearch.executors.local import LocalExecutor
 from kernelsearch.problems.loader import load_problem
@@ -101,7 +101,7 @@ def _torch_cand(expr: str) -> Candidate:
 def test_built_jobs_queue_for_the_lane_in_build_order(cpu_config, monkeypatch, tmp_path):
     """A job that needs no build is not held up by a slow build; builds finished go first."""
     import kernelsearch.executors.local as local
-    from kernelsearch.evaluator.prebuild import BuildOutcome
+    from kernelsearch.evaluator.builds.prebuild import BuildOutcome
 
     def fake_build(candidate, config, max_jobs=1, hold=None):
         time.sleep(1.5 if "slow" in candidate.name else 0.2)
@@ -304,8 +304,8 @@ def test_an_idle_lane_prepares_a_job_while_it_builds(cpu_config, tmp_path, monke
     a claim whose build fails is answered from the build and its workers closed; the next claim
     runs, prepared, as soon as its build is done, with the serial verdict."""
     import kernelsearch.executors.local as local
-    from kernelsearch.evaluator.prebuild import BuildOutcome
-    from kernelsearch.evaluator.sandbox import WorkerOutcome
+    from kernelsearch.evaluator.builds.prebuild import BuildOutcome
+    from kernelsearch.evaluator.sandbox.process import WorkerOutcome
 
     problem = load_problem(PROBLEM)
     broken, good = _torch_cand("a * 2 + b + 0 * 7"), cand("py_correct")
@@ -337,7 +337,7 @@ def test_an_idle_lane_times_baselines_while_builds_run(cpu_config, tmp_path, mon
     """While the only job is still building, the lane times its problem's baselines; the job's
     result then uses the cached torch.compile figures (one baseline row) and its own eager."""
     import kernelsearch.executors.local as local
-    from kernelsearch.evaluator.prebuild import BuildOutcome
+    from kernelsearch.evaluator.builds.prebuild import BuildOutcome
 
     def slow_build(c, cfg, max_jobs=1, hold=None):
         time.sleep(6)
@@ -361,8 +361,8 @@ def test_builds_pause_while_a_lane_times(tmp_path):
     """QuietTiming with real worker processes: a build worker (and all it started) is stopped
     while any listener is in its timing phase, continued after, and a listener that has
     ended cannot pause anything again."""
-    from kernelsearch.evaluator import isolation
-    from kernelsearch.evaluator.sandbox import Worker
+    from kernelsearch.evaluator.sandbox import isolation
+    from kernelsearch.evaluator.sandbox.process import Worker
     from kernelsearch.executors.quiet import QuietTiming
 
     def states(w: Worker, want_stopped: bool | None = None) -> set[str]:
@@ -434,8 +434,8 @@ def test_a_failed_build_is_answered_without_a_lane(cpu_config, tmp_path, monkeyp
     """A compiler error found by the build pool is the evaluation's result (same status and
     reason as the evaluation's own build would give), and no lane runs it."""
     import kernelsearch.executors.local as local
-    from kernelsearch.evaluator.prebuild import BuildOutcome
-    from kernelsearch.evaluator.sandbox import WorkerOutcome
+    from kernelsearch.evaluator.builds.prebuild import BuildOutcome
+    from kernelsearch.evaluator.sandbox.process import WorkerOutcome
 
     msg = "RuntimeError: Error building extension 'x':\nmain.cpp:3:1: error: 'j' was not declared in this scope"
     worker = WorkerOutcome(messages=[{"event": "phase", "phase": "build"},

@@ -23,11 +23,11 @@ import pytest
 from conftest import DATA, ROOT
 
 from kernelsearch.archive import Archive
-from kernelsearch.evaluator import isolation
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.records import Status
-from kernelsearch.evaluator.sandbox import run_worker
+from kernelsearch.evaluator.sandbox import isolation
+from kernelsearch.evaluator.sandbox.process import run_worker
+from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.problems.loader import load_problem
 
 PROBLEM = DATA / "problems" / "scale_add.py"
@@ -162,7 +162,7 @@ from kernelsearch.problems.loader import load_problem
 
 data, archive_path, sandbox, cgroup = sys.argv[1:5]
 if cgroup == "no-cgroup":
-    from kernelsearch.evaluator import isolation
+    from kernelsearch.evaluator.sandbox import isolation
     isolation.PidsCgroup.create = classmethod(lambda cls, n: None)
 config = EvalConfig(device="cpu", trials=2, compile_baseline=False, static_screen=False,
                     timing=TimingConfig(warmup=1, min_reps=3, max_reps=5, budget_s=1.0, input_sets=1, spot_checks=1),

@@ -10,7 +10,7 @@ from kernelsearch.bench import SEEDBANK_DIR
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.records import Status
+from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.problems.loader import load_problem
 
 pytestmark = pytest.mark.gpu
@@ -34,7 +34,7 @@ def gpu_config() -> EvalConfig:
 @pytest.fixture(scope="module", autouse=True)
 def _prebuild_all():
     """CUDA builds take ~45 s each: compile every candidate of this module at once, up front."""
-    from kernelsearch.evaluator.prebuild import prebuild
+    from kernelsearch.evaluator.builds.prebuild import prebuild
 
     files = [DATA / "candidates" / f"{n}.py" for n in (*EXPECTED, "cuda_oob_read")] + SEEDS
     prebuild([Candidate.from_file(f) for f in files], _config(), jobs=16)

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from kernelsearch.bench import BenchSummary
-from kernelsearch.evaluator.records import EvalResult, Status, TimingStats
+from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats
 from kernelsearch.metrics import (
     coverage_curve,
     fast_p_at_k,

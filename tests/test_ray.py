@@ -17,7 +17,7 @@ from conftest import DATA
 from kernelsearch.archive import Archive
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.records import Status
+from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.executors import Job, make_executor
 from kernelsearch.problems.loader import load_problem
 

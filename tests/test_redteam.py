@@ -27,8 +27,8 @@ from conftest import DATA
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.records import Status
-from kernelsearch.evaluator.screen import screen
+from kernelsearch.evaluator.screen.python import screen
+from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.problems.loader import load_problem
 
 CORPUS = Path(__file__).parent / "redteam"

@@ -13,7 +13,7 @@ from search_support import PROBLEM, code_answer, torch_source
 
 import kernelsearch
 from kernelsearch import Reward, RewardSpec, reward
-from kernelsearch.evaluator.records import EvalResult, Status, TimingStats
+from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats
 from kernelsearch.metrics.fastp import speedup_spread
 from kernelsearch.problems.loader import load_problem
 

@@ -9,12 +9,12 @@ import pytest
 from conftest import DATA
 from search_support import CPP_CORRECT
 
-from kernelsearch.evaluator import ceilings as ceil_mod
 from kernelsearch.evaluator.candidate import Candidate
-from kernelsearch.evaluator.ceilings import Ceilings, ceilings, describe_roofline, roofline
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.profiling import parse_ncu_csv, summarise
+from kernelsearch.evaluator.timing import ceilings as ceil_mod
+from kernelsearch.evaluator.timing.ceilings import Ceilings, ceilings, describe_roofline, roofline
+from kernelsearch.evaluator.timing.profiling import parse_ncu_csv, summarise
 from kernelsearch.llm.prompts import Feedback, PromptLibrary
 from kernelsearch.problems.describe import describe
 from kernelsearch.problems.loader import load_problem

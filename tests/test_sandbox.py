@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from conftest import DATA, ROOT
 
-from kernelsearch.evaluator import isolation
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.records import Status
-from kernelsearch.evaluator.sandbox import WorkerOutcome, run_worker
+from kernelsearch.evaluator.sandbox import isolation
+from kernelsearch.evaluator.sandbox.process import WorkerOutcome, run_worker
+from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.problems.loader import load_problem
 
 BWRAP_PROBLEM = isolation.bwrap_problem()
@@ -50,7 +50,7 @@ def probe(tmp_path: Path, body: str, sandbox: str, env_extra: dict | None = None
 EVALUATOR = r"""
 import sys
 from pathlib import Path
-from kernelsearch.evaluator.sandbox import run_worker
+from kernelsearch.evaluator.sandbox.process import run_worker
 work, sandbox = Path(sys.argv[1]), sys.argv[2]
 out = run_worker({"role": "build", "device": "cpu", "candidate_path": str(work / "probe.py")}, work,
                  timeouts={"default": 60}, memory_bytes=4 << 30, output_bytes=1 << 20, file_bytes=1 << 30,
@@ -218,11 +218,11 @@ def out_isolation_auto() -> str:
 
 
 def test_a_worker_started_ahead_waits_for_its_job_and_an_unused_one_dies(tmp_path):
-    """sandbox.Worker: started before its job (it imports torch meanwhile), deadlines count from
+    """sandbox.process.Worker: started before its job (it imports torch meanwhile), deadlines count from
     ``run``, and ``close`` kills one that never got a job."""
     import time
 
-    from kernelsearch.evaluator.sandbox import Worker
+    from kernelsearch.evaluator.sandbox.process import Worker
 
     limits = {"output_bytes": 1 << 20, "file_bytes": 1 << 30}
     w = Worker({}, tmp_path / "a", **limits)
@@ -240,7 +240,7 @@ def test_a_worker_started_ahead_waits_for_its_job_and_an_unused_one_dies(tmp_pat
 
 
 def test_phase_seconds_adds_up_each_phase_between_start_and_end():
-    from kernelsearch.evaluator.sandbox import phase_seconds
+    from kernelsearch.evaluator.sandbox.process import phase_seconds
 
     log = [("start", 0.0), ("build", 3.0), ("run", 4.0), ("timing", 6.0), ("run", 6.5)]
     got = phase_seconds(log, start=1.0, end=8.0)  # "start" before run() began does not count

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from kernelsearch.evaluator.candidate import detect_backend
-from kernelsearch.evaluator.screen import screen
+from kernelsearch.evaluator.screen.python import screen
 
 HEAD = "import torch\nimport torch.nn as nn\n"
 

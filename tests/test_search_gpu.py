@@ -72,7 +72,7 @@ def test_ncu_metrics_in_profile(tmp_path):
     (or says exactly why it could not, e.g. no access to the performance counters)."""
     from kernelsearch.evaluator.candidate import Candidate
     from kernelsearch.evaluator.evaluate import evaluate
-    from kernelsearch.evaluator.profiling import ncu_path
+    from kernelsearch.evaluator.timing.profiling import ncu_path
 
     if ncu_path() is None:
         pytest.skip("ncu is not installed")

@@ -23,7 +23,7 @@ from search_support import (
 )
 
 from kernelsearch.evaluator.candidate import Candidate
-from kernelsearch.evaluator.records import EvalResult, Status, TimingStats
+from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats
 from kernelsearch.llm.client import LLMClient
 from kernelsearch.problems.loader import load_problem
 from kernelsearch.search import Budgets, Driver, RunStore, create_run

@@ -7,7 +7,7 @@ import pytest
 from kernelsearch.bench import SEEDBANK_DIR
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.records import Status
+from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.problems.loader import load_problem
 
 SEEDS = sorted((SEEDBANK_DIR / "cpp").glob("*.py"))

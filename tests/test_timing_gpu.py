@@ -30,7 +30,7 @@ def _host_then_kernel(host_us: float):
 def _median_ms(fn, cover_us: float, flush: bool = False) -> float:
     import statistics
 
-    from kernelsearch.evaluator.timing import time_calls
+    from kernelsearch.evaluator.timing.loop import time_calls
 
     cfg = TimingConfig(warmup=3, warmup_ms=20.0, min_reps=20, max_reps=20, flush_cache=flush, cover_launch_us=cover_us)
     return statistics.median(time_calls(fn, [[]], "cuda", cfg).samples_ms)
@@ -53,7 +53,7 @@ def test_launch_cover_hides_only_host_time_before_the_first_kernel():
 def test_rewarm_repeats_the_flush_for_the_device_time_asked():
     import torch
 
-    from kernelsearch.evaluator.timing import _Flusher
+    from kernelsearch.evaluator.timing.loop import _Flusher
 
     flush = _Flusher("cuda")
     flush.rewarm(1000.0)
@@ -90,7 +90,7 @@ def test_work_on_any_stream_is_timed(where):
     the legacy default stream; a call that waits for the GPU itself takes the synchronising path."""
     import torch
 
-    from kernelsearch.evaluator.timing import _spin_cycles
+    from kernelsearch.evaluator.timing.loop import _spin_cycles
 
     torch.cuda.synchronize()
     cycles = _spin_cycles(500.0)

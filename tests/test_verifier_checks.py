@@ -12,17 +12,17 @@ import pytest
 import torch
 from conftest import DATA
 
-from kernelsearch.evaluator.compare import compare
 from kernelsearch.evaluator.config import TimingConfig
-from kernelsearch.evaluator.fingerprint import fingerprint
-from kernelsearch.evaluator.guards import CallGuard, GuardViolation
-from kernelsearch.evaluator.integrity import Integrity
-from kernelsearch.evaluator.launches import ComputeObserver, ExtensionCalls
-from kernelsearch.evaluator.protocol import protocol_violation
-from kernelsearch.evaluator.roofline import floor, impossible
-from kernelsearch.evaluator.screen import screen
-from kernelsearch.evaluator.screen_native import defined_kernels, native_compute, native_reject
-from kernelsearch.evaluator.timing import time_calls
+from kernelsearch.evaluator.judge.compare import compare
+from kernelsearch.evaluator.screen.native import defined_kernels, native_compute, native_reject
+from kernelsearch.evaluator.screen.python import screen
+from kernelsearch.evaluator.timing.loop import time_calls
+from kernelsearch.evaluator.verdict.protocol import protocol_violation
+from kernelsearch.evaluator.verdict.roofline import floor, impossible
+from kernelsearch.evaluator.worker.fingerprint import fingerprint
+from kernelsearch.evaluator.worker.guards import CallGuard, GuardViolation
+from kernelsearch.evaluator.worker.integrity import Integrity
+from kernelsearch.evaluator.worker.launches import ComputeObserver, ExtensionCalls
 from kernelsearch.problems.loader import load_problem
 
 HEAD = "import torch\nimport torch.nn as nn\n"
@@ -272,7 +272,7 @@ def test_roofline_floor():
 
 def test_bench_reports_marked_results_apart():
     from kernelsearch.bench import BenchSummary
-    from kernelsearch.evaluator.records import EvalResult, Status, TimingStats
+    from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats
 
     def result(name: str, flags: list[str]) -> EvalResult:
         r = EvalResult(problem=name, problem_id=name, candidate_id=name, backend="cpp", device="cpu",
@@ -297,7 +297,7 @@ def test_warm_up_lasts_at_least_warmup_ms():
     import torch
 
     from kernelsearch.evaluator.config import TimingConfig
-    from kernelsearch.evaluator.timing import time_calls
+    from kernelsearch.evaluator.timing.loop import time_calls
 
     seen: list[int] = []
 

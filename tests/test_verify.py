@@ -12,7 +12,7 @@ from conftest import DATA, ROOT
 
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.records import Status
+from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.evaluator.verify import verify
 from kernelsearch.problems.loader import load_problem
 from kernelsearch.search import Driver, RunStore, create_run
@@ -84,7 +84,7 @@ def test_failed_verification_leaves_the_ranking(tmp_path, cpu_config):
 
 
 def test_unknown_distribution_is_an_error(cpu_config):
-    from kernelsearch.evaluator.distributions import transform
+    from kernelsearch.evaluator.worker.distributions import transform
 
     with pytest.raises(ValueError, match="unknown input distribution"):
         transform([], "cauchy")

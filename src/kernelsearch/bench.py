@@ -10,7 +10,7 @@ from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.confirm import DEFAULT_PROCESSES, Confirmation, confirm
-from kernelsearch.evaluator.records import EvalResult, Status
+from kernelsearch.evaluator.verdict.records import EvalResult, Status
 from kernelsearch.executors import Finished, Job, make_executor
 from kernelsearch.metrics.fastp import FAST_P_THRESHOLDS, correctness_rate, fast_p_table, geomean
 from kernelsearch.problems.loader import Problem, ProblemError

@@ -21,7 +21,7 @@ from pathlib import Path
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.records import EvalResult, Status
+from kernelsearch.evaluator.verdict.records import EvalResult, Status
 from kernelsearch.metrics.fastp import speedup_spread
 from kernelsearch.problems.loader import Problem
 

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kernelsearch.evaluator.candidate import Candidate
-from kernelsearch.evaluator.records import EvalResult, TimingStats
+from kernelsearch.evaluator.verdict.records import EvalResult, TimingStats
 from kernelsearch.problems.loader import Problem
 
 MIGRATIONS: list[str] = [
@@ -114,7 +114,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX verifications_by_candidate ON verifications(candidate_id)
     """,
     # 4: dedup across runs (executors): the latest evaluation of a normalised source
-    # (evaluator/normalise.py) per problem, device and evaluation settings
+    # (evaluator/screen/normalise.py) per problem, device and evaluation settings
     """
     CREATE TABLE dedup (
         norm_hash TEXT NOT NULL, problem_id TEXT NOT NULL, device TEXT NOT NULL, config_key TEXT NOT NULL,

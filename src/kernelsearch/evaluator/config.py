@@ -61,7 +61,7 @@ class Limits:
     sandbox: str = "auto"
 
     def candidate_timeouts(self, run_s: float | None = None) -> dict[str, float]:
-        """Per-phase deadlines of a candidate worker (``sandbox.Worker.run``). "start" (the
+        """Per-phase deadlines of a candidate worker (``sandbox.process.Worker.run``). "start" (the
         interpreter and the harness's imports, no candidate code yet) gets the build's
         allowance: on a loaded machine it can outlast a short run deadline."""
         return {"start": self.build_timeout_s, "build": self.build_timeout_s,
@@ -79,13 +79,13 @@ class EvalConfig:
     # CPU runs: threads for candidate and baselines alike. One by default, so timings do not
     # depend on what else the machine is doing; raise it on a quiet, dedicated machine.
     cpu_threads: int = 1
-    distribution: str = "normal"  # input distribution (see distributions.py); others re-verify winners
+    distribution: str = "normal"  # input distribution (see worker/distributions.py); others re-verify winners
     torch_fallback: str = "mark"  # "mark" or "reject": torch compute on the forward path
     # False skips the static screen's rejections (fault-injection tests use it to reach the
     # sandbox with code the screen would stop); the dynamic guards and the judge still apply
     static_screen: bool = True
     # feedback for correct candidates: a profiled forward (torch.profiler) and, with ncu, one
-    # more run under Nsight Compute (evaluator/profiling.py); the roofline entry is always made
+    # more run under Nsight Compute (evaluator/timing/profiling.py); the roofline entry is always made
     profile: bool = True
     ncu: bool = False
     # the GPU (index among those visible here) an executor lane pins both workers to, through

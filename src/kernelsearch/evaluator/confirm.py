@@ -19,7 +19,7 @@ from typing import Any
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.records import Status
+from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.problems.loader import Problem
 
 DEFAULT_PROCESSES = 3

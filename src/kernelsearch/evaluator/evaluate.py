@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelsearch.archive.db import Archive
-from kernelsearch.evaluator.builds import build_dir, building
+from kernelsearch.evaluator.builds.cache import build_dir, building
 from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
-from kernelsearch.evaluator.ceilings import ceilings, roofline
 from kernelsearch.evaluator.config import LATE_RETRIES, EvalConfig
-from kernelsearch.evaluator.profiling import from_report, ncu_profile, summarise
-from kernelsearch.evaluator.protocol import protocol_violation
-from kernelsearch.evaluator.records import EvalResult, Status, TimingStats, TrialCheck
-from kernelsearch.evaluator.roofline import impossible
-from kernelsearch.evaluator.sandbox import Worker, WorkerOutcome
-from kernelsearch.evaluator.screen import screen
+from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
+from kernelsearch.evaluator.screen.python import screen
+from kernelsearch.evaluator.timing.ceilings import ceilings, roofline
+from kernelsearch.evaluator.timing.profiling import from_report, ncu_profile, summarise
+from kernelsearch.evaluator.verdict.protocol import protocol_violation
+from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats, TrialCheck
+from kernelsearch.evaluator.verdict.roofline import impossible
 from kernelsearch.problems.loader import Problem
 
 _SIGNALS = {
@@ -50,7 +50,7 @@ def host_device_name(device: str) -> str:
         import torch
 
         return torch.cuda.get_device_name(torch.cuda.current_device()) if torch.cuda.is_available() else "cuda"
-    from kernelsearch.evaluator.worker import _device_name
+    from kernelsearch.evaluator.worker.common import _device_name
 
     return _device_name("cpu")
 
@@ -91,7 +91,7 @@ class Prepared:
     seconds: float = 0.0  # spent preparing (part of ``eval_s``)
 
     def listen(self, listener: Callable[[], Callable[[str], None]]) -> None:
-        """Give each worker its own phase listener (``sandbox.Worker.on_phase``)."""
+        """Give each worker its own phase listener (``sandbox.process.Worker.on_phase``)."""
         for w in (self.cand, self.judge):
             if w is not None:
                 w.on_phase = listener()

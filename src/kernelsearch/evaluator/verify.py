@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.confirm import Confirmation
-from kernelsearch.evaluator.distributions import DISTRIBUTIONS
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.records import Status
-from kernelsearch.evaluator.tool_run import tool_run
+from kernelsearch.evaluator.sandbox.tool_run import tool_run
+from kernelsearch.evaluator.verdict.records import Status
+from kernelsearch.evaluator.worker.distributions import DISTRIBUTIONS
 from kernelsearch.problems.loader import Problem
 
 SANITIZER_TOOLS = ("memcheck", "racecheck")

@@ -28,7 +28,7 @@ from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.records import EvalResult, Status
+from kernelsearch.evaluator.verdict.records import EvalResult, Status
 from kernelsearch.executors.dedup import Deduper
 from kernelsearch.problems.loader import Problem
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 
+from kernelsearch.evaluator.builds.prebuild import BuildOutcome
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import _candidate_failure, _verdict
-from kernelsearch.evaluator.prebuild import BuildOutcome
-from kernelsearch.evaluator.records import EvalResult, Status
-from kernelsearch.evaluator.screen import screen
+from kernelsearch.evaluator.screen.python import screen
+from kernelsearch.evaluator.verdict.records import EvalResult, Status
 from kernelsearch.problems.loader import Problem
 
 # build-worker kills that the candidate worker's build phase would suffer the same way

@@ -1,7 +1,7 @@
 """Evaluate identical candidates once.
 
 Two jobs are the same work when their candidates have the same normalised source
-(evaluator/normalise.py) and they ask the same question: same problem, device, evaluation
+(evaluator/screen/normalise.py) and they ask the same question: same problem, device, evaluation
 settings (all but where the files live and which GPU), torch version and device model. The
 first is evaluated; one submitted while it runs waits for its result; one submitted later
 gets the result remembered in memory or, across runs, found in the archive's ``dedup`` table.
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.normalise import normalised_hash
-from kernelsearch.evaluator.records import EvalResult, Status
+from kernelsearch.evaluator.screen.normalise import normalised_hash
+from kernelsearch.evaluator.verdict.records import EvalResult, Status
 
 if TYPE_CHECKING:
     from kernelsearch.executors.base import Job

@@ -1,7 +1,7 @@
 """The local executor: a build pool over the CPU cores and one evaluation lane per GPU.
 
 - Builds run in a thread pool, each thread driving one sandboxed build worker
-  (evaluator/prebuild.py); the pool is pinned to the cores the lanes do not reserve, so
+  (evaluator/builds/prebuild.py); the pool is pinned to the cores the lanes do not reserve, so
   compilers never share a core with a CPU timing, and leave a GPU lane's launching core alone.
 - Each lane evaluates one candidate at a time (``evaluate``: candidate worker, then judge), its
   workers pinned to the lane's GPU through ``EvalConfig.gpu`` (CUDA_VISIBLE_DEVICES) and to
@@ -40,7 +40,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from kernelsearch.archive.db import Archive
-from kernelsearch.evaluator.ceilings import ceilings
+from kernelsearch.evaluator.builds.prebuild import BuildOutcome, build_one, is_built, needs_build
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import (
     Prepared,
@@ -51,8 +51,8 @@ from kernelsearch.evaluator.evaluate import (
     measure_baselines,
     prepare,
 )
-from kernelsearch.evaluator.prebuild import BuildOutcome, build_one, is_built, needs_build
-from kernelsearch.evaluator.records import EvalResult
+from kernelsearch.evaluator.timing.ceilings import ceilings
+from kernelsearch.evaluator.verdict.records import EvalResult
 from kernelsearch.executors.base import EvaluateFn, Executor, Finished, Job, _Fatal, crashed_result
 from kernelsearch.executors.common import failed_build_result, pin_thread, usable_cpus
 from kernelsearch.executors.quiet import QuietTiming

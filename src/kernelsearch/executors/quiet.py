@@ -4,7 +4,7 @@ A lane's timing process runs on cores of its own, yet a compile storm on the oth
 slows it (shared caches, memory bandwidth, clock boost): on an H100 with 13 cores compiling, the
 eager baselines timed during builds came out 25-35% slower than on a quiet machine, so the
 same kernels' speedups were higher in the pipeline than in a serial loop. Whenever any lane's
-worker is in its "timing" phase (announced by the worker, see ``sandbox.Worker.on_phase``),
+worker is in its "timing" phase (announced by the worker, see ``sandbox.process.Worker.on_phase``),
 every running build worker and everything it started is stopped (SIGSTOP), and continued
 once no lane is timing. A timed loop lasts seconds; builds lose that much.
 
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from kernelsearch.evaluator.sandbox import Worker
+from kernelsearch.evaluator.sandbox.process import Worker
 
 
 class QuietTiming:

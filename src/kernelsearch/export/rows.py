@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelsearch.evaluator.records import EvalResult, TimingStats
+from kernelsearch.evaluator.verdict.records import EvalResult, TimingStats
 from kernelsearch.search.report import idea_label
 from kernelsearch.search.store import RunStore
 

@@ -231,7 +231,8 @@ class Feedback:
 def _roofline_text(entry: Any) -> str:
     if not entry:
         return ""
-    from kernelsearch.evaluator.ceilings import describe_roofline  # the evaluator's own wording
+    # the evaluator's own wording
+    from kernelsearch.evaluator.timing.ceilings import describe_roofline
 
     return describe_roofline(entry)
 

@@ -4,7 +4,7 @@ A search loop exploits every gap in its reward. A reference whose output is (nea
 whose tolerance accepts an all-zeros or constant output, that ignores an input or a weight, that
 is too brief to time, or that is nondeterministic lets a kernel "win" without doing the work.
 The checks run the reference, which is user code, so they run in a worker process
-(``kernelsearch.evaluator.sandbox.run_worker``, role ``lint``, see ``lint_worker``): a crash,
+(``kernelsearch.evaluator.sandbox.process.run_worker``, role ``lint``, see ``lint_worker``): a crash,
 hang or memory blow-up becomes a ``run-error`` finding for that problem, and the rest go on.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kernelsearch.evaluator.config import Limits, default_home
-from kernelsearch.evaluator.sandbox import WorkerOutcome, run_worker
+from kernelsearch.evaluator.sandbox.process import WorkerOutcome, run_worker
 from kernelsearch.problems.loader import Problem
 
 SEVERITIES = ("error", "warning", "info")

@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from kernelsearch.evaluator.compare import compare
-from kernelsearch.evaluator.timing import sync
-from kernelsearch.evaluator.worker import Channel, make_inputs, make_model
+from kernelsearch.evaluator.judge.compare import compare
+from kernelsearch.evaluator.timing.loop import sync
+from kernelsearch.evaluator.worker.common import Channel, make_inputs, make_model
 from kernelsearch.problems.lint import Finding
 from kernelsearch.problems.loader import load_module
 
@@ -269,7 +269,7 @@ def _parameters(model: torch.nn.Module, inputs: list, base: list[torch.Tensor], 
 
 def _timing(model: torch.nn.Module, sets: list[list], cx: _Ctx) -> Iterator[Finding]:
     from kernelsearch.evaluator.config import TimingConfig
-    from kernelsearch.evaluator.timing import time_calls
+    from kernelsearch.evaluator.timing.loop import time_calls
 
     cfg = TimingConfig(warmup=3, min_reps=10, max_reps=50, budget_s=3.0, input_sets=len(sets))
     ms = statistics.median(time_calls(model, sets, cx.device, cfg).samples_ms)

@@ -7,8 +7,8 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from kernelsearch.evaluator.ceilings import describe_roofline
-from kernelsearch.evaluator.records import EvalResult, Status, TimingStats
+from kernelsearch.evaluator.timing.ceilings import describe_roofline
+from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats
 from kernelsearch.metrics.fastp import FAST_P_THRESHOLDS, correctness_rate, fast_p_table, geomean
 
 console = Console(width=None if sys.stdout.isatty() else 160)

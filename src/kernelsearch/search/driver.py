@@ -22,7 +22,7 @@ from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.records import EvalResult
+from kernelsearch.evaluator.verdict.records import EvalResult
 from kernelsearch.executors import Executor, Finished, Job, make_executor
 from kernelsearch.llm.base import PendingResponse
 from kernelsearch.llm.client import LLMClient, Totals

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kernelsearch.evaluator.ceilings import describe_roofline
+from kernelsearch.evaluator.timing.ceilings import describe_roofline
 from kernelsearch.search.ranking import ranked_time_sql
 from kernelsearch.search.store import RunStore
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.candidate import Candidate
-from kernelsearch.evaluator.records import EvalResult
+from kernelsearch.evaluator.verdict.records import EvalResult
 from kernelsearch.llm.base import LLMRequest
 from kernelsearch.llm.extract import Idea
 from kernelsearch.problems.loader import Problem

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelsearch.evaluator.records import EvalResult, Status
+from kernelsearch.evaluator.verdict.records import EvalResult, Status
 from kernelsearch.metrics.fastp import speedup_spread
 from kernelsearch.search.ranking import Baseline
 from kernelsearch.search.report import idea_label, trajectory

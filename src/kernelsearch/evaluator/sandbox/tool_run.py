@@ -17,10 +17,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from kernelsearch.evaluator.builds import build_dir, building
+from kernelsearch.evaluator.builds.cache import build_dir, building
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.sandbox import Worker, WorkerOutcome
+from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
 from kernelsearch.problems.loader import Problem
 
 

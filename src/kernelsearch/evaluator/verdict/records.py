@@ -32,7 +32,7 @@ class TimingStats:
     q3_ms: float
     n: int
     # GPU calls the host was late for (the GPU may have waited for it, and that time is in the
-    # figure): a call that synchronised itself, or a slow host (evaluator/timing.py); 0 on the CPU
+    # figure): a call that synchronised itself, or a slow host (evaluator/timing/loop.py); 0 on the CPU
     late: int = 0
 
     @property
@@ -121,16 +121,16 @@ class EvalResult:
     rtol: float | None = None
     seed: int | None = None
     isolation: str = ""  # how the candidate's worker was sandboxed (WorkerOutcome.isolation)
-    # where the kernel sits against the device's measured ceilings (evaluator/ceilings.py):
+    # where the kernel sits against the device's measured ceilings (evaluator/timing/ceilings.py):
     # floor_ms, pct_of_floor, bound ("memory"|"compute"), memory_ms, compute_ms, bandwidth_gbs,
     # tflops, dtype, ceilings (where the ceilings came from)
     roofline: dict[str, Any] | None = None
-    # a short profile of a correct candidate (evaluator/profiling.py): kernels [{name, calls,
+    # a short profile of a correct candidate (evaluator/timing/profiling.py): kernels [{name, calls,
     # total_ms}], busy_ms, ncu {metric: value}, summary (the lines the prompts show)
     profile: dict[str, Any] | None = None
     gpu: int | None = None  # the GPU an executor lane ran it on (EvalConfig.gpu); None: not pinned
     # set when this result was not measured for this candidate but copied from an evaluation of
-    # the same normalised source (evaluator/normalise.py): that candidate's id
+    # the same normalised source (evaluator/screen/normalise.py): that candidate's id
     duplicate_of: str = ""
     # where the evaluation's wall time went, by the parent's clock: "prepare", then
     # "candidate <phase>" and "judge <phase>" for each phase its workers announced

@@ -23,7 +23,7 @@ from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 
 if TYPE_CHECKING:
-    from kernelsearch.evaluator.sandbox import Worker
+    from kernelsearch.evaluator.sandbox.process import Worker
 
 
 def build_dir(config: EvalConfig, candidate: Candidate) -> Path:

@@ -2,7 +2,7 @@
 
 A speedup says how fast; the next prompt needs to know where the time went. The candidate
 worker already profiles one forward (on CUDA that profile also backs a verdict check, see
-worker._profile_check); this module turns that raw report into ``EvalResult.profile`` and a
+worker.candidate._profile_check); this module turns that raw report into ``EvalResult.profile`` and a
 few lines of summary for the refine, branch and evolve prompts. Where ``ncu`` is installed
 and asked for (``EvalConfig.ncu``), one more run of the candidate's worker under Nsight
 Compute adds memory and compute throughput, occupancy and the top warp stall reasons.
@@ -21,7 +21,7 @@ from typing import Any
 
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.tool_run import tool_run
+from kernelsearch.evaluator.sandbox.tool_run import tool_run
 from kernelsearch.problems.loader import Problem
 
 TOP = 5  # kernels or ops named in a summary

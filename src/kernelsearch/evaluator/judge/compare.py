@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from kernelsearch.evaluator.records import TrialCheck
+from kernelsearch.evaluator.verdict.records import TrialCheck
 
 
 def compare(tag: str, out: list[torch.Tensor], ref: list[torch.Tensor], atol: float, rtol: float,

@@ -21,11 +21,11 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelsearch.evaluator.builds import build_dir, building
+from kernelsearch.evaluator.builds.cache import build_dir, building
 from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.sandbox import Worker, WorkerOutcome
-from kernelsearch.evaluator.screen import screen
+from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
+from kernelsearch.evaluator.screen.python import screen
 
 BUILT_MARKER = ".ks-built"
 

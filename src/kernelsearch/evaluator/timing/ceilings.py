@@ -9,7 +9,7 @@ The ceilings are measured, not looked up: once per device name, torch version an
 count, in a worker process (the parent never runs device work), and cached as JSON under
 ``$KERNELSEARCH_HOME/ceilings``. They are what the library achieves, so a hand-written kernel
 can come out above 100% (a fused or lower-precision kernel may beat a plain copy or matmul);
-the separate, generous limits in roofline.py are what decide "impossible".
+the separate, generous limits in verdict/roofline.py are what decide "impossible".
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def _load(path: Path) -> Ceilings | None:
 
 
 def measure(config: EvalConfig) -> Ceilings | None:
-    from kernelsearch.evaluator.sandbox import run_worker
+    from kernelsearch.evaluator.sandbox.process import run_worker
 
     lim = config.limits
     with tempfile.TemporaryDirectory(prefix="ks-ceilings-") as tmp:
@@ -118,7 +118,7 @@ def run_measure(job: dict, ch: Any) -> None:
     """Worker side (role "ceilings"): trusted code only, nothing of a candidate is loaded."""
     import torch
 
-    from kernelsearch.evaluator.worker import _device_name
+    from kernelsearch.evaluator.worker.common import _device_name
 
     device = job["device"]
     n_copy = job["copy_bytes"] // 4

@@ -6,7 +6,7 @@ A candidate runs in the same interpreter as the worker's timing loop, so it can 
 ``time.perf_counter_ns`` or ``torch.cuda.Event.elapsed_time`` however well the static screen
 hides the assignment. The worker takes a snapshot of these objects before the candidate is
 imported and checks after every forward call that each name still holds the same object.
-(timing.py also binds its clock at import, so a replaced timer does not even reach the numbers;
+(timing/loop.py also binds its clock at import, so a replaced timer does not even reach the numbers;
 this check turns the attempt into a rejection with a name.)
 """
 

@@ -7,7 +7,7 @@ directory), resource limits (file size, core dumps, CPU time), a per-phase deadl
 overall one, a cap on printed output and a watchdog on the resident memory and task count of
 the worker and everything it starts. Where the OS allows it the worker runs under bubblewrap
 (no network, read-only filesystem except its own directories) and in a pids cgroup; see
-``isolation.py``. Messages arrive as JSON lines on a private pipe.
+``sandbox/isolation.py``. Messages arrive as JSON lines on a private pipe.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import kernelsearch
-from kernelsearch.evaluator import isolation
+from kernelsearch.evaluator.sandbox import isolation
 
 # Variables a worker may inherit; everything else (API keys, tokens, cloud credentials) stays out.
 ENV_ALLOW = (

@@ -14,7 +14,7 @@ So, when available at run time:
   cannot be escaped with ``setsid``, so counting, memory accounting and killing use it.
 
 Without them the worker runs as before (scrubbed environment, own temp dir, rlimits) under
-``reaper.py``, a subreaper that keeps every descendant in its process tree and kills that tree
+``sandbox/reaper.py``, a subreaper that keeps every descendant in its process tree and kills that tree
 when the worker ends or the evaluator dies; the parent's watchdog counts the tree's tasks to
 stop fork bombs.
 """
@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelsearch.evaluator import reaper
+from kernelsearch.evaluator.sandbox import reaper
 
 MODES = ("auto", "bwrap", "none")
 _PR_SET_PDEATHSIG = 1
@@ -107,7 +107,7 @@ def _masked_dirs() -> list[Path]:
 
 def _python_paths() -> list[Path]:
     """What the interpreter, its packages and its tools (PATH) need to be readable."""
-    src_root = Path(__file__).resolve().parents[2]  # the worker's PYTHONPATH
+    src_root = Path(__file__).resolve().parents[3]  # the worker's PYTHONPATH
     paths = [src_root, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable),
              os.path.dirname(os.path.realpath(sys.executable)), *sys.path,
              os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", "")]
@@ -156,7 +156,7 @@ def bwrap_returncode(rc: int | None) -> int | None:
 
 
 def reaper_args() -> list[str]:
-    """The reaper (``reaper.py``) that parents the worker when there is no bwrap."""
+    """The reaper (``sandbox/reaper.py``) that parents the worker when there is no bwrap."""
     return [sys.executable, "-I", "-S", reaper.__file__]
 
 

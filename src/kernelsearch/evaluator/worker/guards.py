@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kernelsearch.evaluator.fingerprint import fingerprint
-from kernelsearch.evaluator.integrity import Integrity
-from kernelsearch.evaluator.launches import ExtensionCalls, TritonLaunches
+from kernelsearch.evaluator.worker.fingerprint import fingerprint
+from kernelsearch.evaluator.worker.integrity import Integrity
+from kernelsearch.evaluator.worker.launches import ExtensionCalls, TritonLaunches
 
 _SETTLE_S = 0.002  # pause before the second fingerprint: time for stray work to show itself
 _GRACE_S = 0.2  # a thread joined just before return may linger in /proc a moment (more under load)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from kernelsearch.evaluator.screen_native import (
+from kernelsearch.evaluator.screen.native import (
     defined_kernels,
     native_compute,
     native_reject,

@@ -43,7 +43,7 @@ import torch
 
 from kernelsearch.evaluator.config import MAX_COVER as _MAX_COVER
 from kernelsearch.evaluator.config import TimingConfig
-from kernelsearch.evaluator.records import TimingStats
+from kernelsearch.evaluator.verdict.records import TimingStats
 
 _now_ns = time.perf_counter_ns
 _wall = time.perf_counter

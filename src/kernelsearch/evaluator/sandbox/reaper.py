@@ -7,7 +7,7 @@ signal, SIGTERM, set before exec), everything is killed. The worker's exit statu
 included, is passed on, so the evaluator sees no difference. As root it empties the capability
 bounding set before exec, so the worker runs as a uid 0 without capabilities: it cannot read
 the (non-dumpable) evaluator's memory or environment through /proc. Standard library only,
-because it runs isolated (``-I -S``); ``isolation.py`` imports its process-tree helpers.
+because it runs isolated (``-I -S``); ``sandbox/isolation.py`` imports its process-tree helpers.
 """
 
 from __future__ import annotations

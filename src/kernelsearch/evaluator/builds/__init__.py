@@ -1,0 +1,1 @@
+"""Build: candidates compiled ahead of their evaluation, into a cache shared across runs."""

@@ -1,0 +1,118 @@
+"""The judge's role in the worker: run only the reference, recompute the same inputs from the same
+seeds, compare the candidate's output files with the reference's outputs, and time the eager
+and torch.compile baselines. The reference's outputs never exist in a process the candidate ran in.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernelsearch.evaluator.worker.common import (
+    Channel,
+    _device_name,
+    _size_device,
+    _timing_inputs,
+    make_inputs,
+    make_model,
+)
+
+
+def run_judge(job: dict, ch: Channel) -> None:
+    import torch
+
+    from kernelsearch.evaluator.config import TimingConfig
+    from kernelsearch.evaluator.judge.codec import CodecError, read_tensors
+    from kernelsearch.evaluator.judge.compare import compare
+    from kernelsearch.evaluator.timing.loop import time_calls
+    from kernelsearch.evaluator.verdict.records import TimingStats
+    from kernelsearch.problems.loader import load_module
+
+    ch.send("phase", phase="check")  # reference outputs and comparisons (what the timing breakdown shows)
+    device = job["device"]
+    cand_dir = Path(job["out_dir"])
+    atol, rtol = job["atol"], job["rtol"]
+    vacuity = bool(job.get("guard_vacuous", False))
+    problem = load_module(Path(job["problem_path"]), device=_size_device(job), name="ks_reference_problem")
+    ch.send("info", device_name=_device_name(device), torch_version=torch.__version__)
+    model = make_model(problem.Model, problem, job["init_seed"], device)
+
+    def reference(seed: int) -> list:
+        with torch.no_grad():
+            out = model(*make_inputs(problem, seed, device, job.get("distribution", "normal")))
+        return [out] if isinstance(out, torch.Tensor) else list(out)
+
+    def load(name: str):
+        path = cand_dir / name
+        if not path.is_file():
+            return None, f"{name}: no output written"
+        try:
+            return [t.to(device) for t in read_tensors(path)], ""
+        except CodecError as e:
+            return None, f"output file unreadable: {e}"
+
+    for i, seed in enumerate(job.get("check_trials", [])):
+        got, why = load(f"trial{i}.kst")
+        tag = f"trial{i}"
+        if got is None:
+            ch.send("check", tag=tag, ok=False, reason=why)
+            continue
+        ref = reference(seed)
+        ch.send("check", **compare(tag, got, ref, atol, rtol, guard_vacuous=vacuity).__dict__)
+        if i == 0:
+            again, why = load("repeat0.kst")
+            if again is None:
+                ch.send("check", tag="determinism", ok=False, reason=why)
+            else:
+                c = compare("determinism", again, got, atol, rtol)
+                if not c.ok:
+                    c.reason = "two runs on the same inputs disagree: " + c.reason
+                ch.send("check", **c.__dict__)
+        del ref, got
+    for spot in job.get("check_spots", []):
+        got, why = load(spot["file"])
+        tag = f"timed call (input set {spot['input_set']})"
+        if got is None:
+            ch.send("check", tag=tag, ok=False, reason=why)
+            continue
+        c = compare(tag, got, reference(job["timing_seeds"][spot["input_set"]]), atol, rtol, guard_vacuous=vacuity)
+        if not c.ok:
+            c.reason = "output of a timed call is wrong: " + c.reason
+        ch.send("check", **c.__dict__)
+    if torch.cuda.is_available() and device == "cuda":
+        torch.cuda.empty_cache()
+
+    want = job.get("baselines")  # True: eager and (if asked) torch.compile; "eager": eager only
+    if want:
+        tcfg = TimingConfig(**job["timing"])
+        sets, inputs_for = _timing_inputs(problem, job, tcfg)
+        hooks = _baseline_hooks(device)
+        ch.send("phase", phase="timing")
+        eager = time_calls(model, sets, device, tcfg, inputs_for=inputs_for, **hooks)
+        ch.send("baseline", kind="eager", stats=TimingStats.from_samples(eager.samples_ms, eager.late).to_dict())
+        if want is True and job.get("compile_baseline"):
+            try:
+                compiled = torch.compile(model)
+                run = time_calls(compiled, sets, device, tcfg, inputs_for=inputs_for, **hooks)
+                ch.send("baseline", kind="compile", stats=TimingStats.from_samples(run.samples_ms, run.late).to_dict())
+            except Exception as e:  # noqa: BLE001 - a baseline that cannot compile is reported
+                ch.send("baseline", kind="compile", stats=None, error=f"{type(e).__name__}: {e}"[:2000])
+    ch.send("done")
+
+
+def _baseline_hooks(device: str) -> dict:
+    """The candidate's per-call checks, run around the baselines' timed calls too. They take
+    the GPU idle for a while between calls, and a short kernel timed after such a pause ran
+    10-30% slower on an H100 (docs/measurements.md): a baseline timed without them had the
+    advantage. On the reference they only do the work; a finding means nothing there."""
+    from kernelsearch.evaluator.worker.guards import CallGuard
+
+    guard = CallGuard(device, "")
+    guard.install()
+
+    def after(out: object) -> None:
+        try:
+            guard.after_timed(out)
+        except Exception:  # noqa: BLE001 - e.g. a reference returning a non-tensor: nothing to judge
+            pass
+
+    return {"before": guard.before_timed, "after": after}

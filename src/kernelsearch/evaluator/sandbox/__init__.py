@@ -1,0 +1,1 @@
+"""Sandbox: each worker a separate, isolated, killable process with limits."""

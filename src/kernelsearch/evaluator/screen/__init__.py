@@ -1,0 +1,1 @@
+"""Screen: static rules over a candidate's source, read before anything runs."""

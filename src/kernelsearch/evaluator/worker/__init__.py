@@ -1,0 +1,1 @@
+"""Candidate worker: the worker process, the candidate's role in it, the checks on each call."""

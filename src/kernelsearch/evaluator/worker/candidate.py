@@ -1,0 +1,215 @@
+"""The candidate's role in the worker: import (build) the candidate, run it on the correctness
+seeds and in the timed loop under the guards, write its raw outputs as tensor files and report
+raw timings. It decides nothing: everything here runs beside untrusted code and may be forged.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from pathlib import Path
+
+from kernelsearch.evaluator.worker.common import (
+    Channel,
+    _device_name,
+    _size_device,
+    _tail,
+    _timing_inputs,
+    load_module_plain,
+    make_inputs,
+    make_model,
+)
+
+
+def _poison(device: str, nbytes: int) -> None:
+    """Fill free allocator memory with NaN so an output that is never written shows up."""
+    import torch
+
+    if device != "cuda" or nbytes <= 0:
+        return
+    try:
+        junk = torch.full((nbytes // 4,), float("nan"), dtype=torch.float32, device=device)
+        del junk
+    except RuntimeError:  # out of memory: poisoning is best effort
+        torch.cuda.empty_cache()
+
+
+def _nbytes(values) -> int:
+    import torch
+
+    return sum(x.numel() * x.element_size() for x in values if isinstance(x, torch.Tensor))
+
+
+def _classify_import_error(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}"
+    markers = ("Error building extension", "error:", "ninja", "nvcc", "c++", "CalledProcessError", "Compil")
+    if isinstance(e, SyntaxError) or any(m in text for m in markers):
+        return "compile_error"
+    return "runtime_error"
+
+
+def _is_compile_exception(e: BaseException) -> bool:
+    """Triton compiles on the first call; its failures are compile errors, not runtime ones."""
+    mod = type(e).__module__ or ""
+    return mod.startswith("triton") and "Compil" in type(e).__name__
+
+
+def build(job: dict, ch: Channel):
+    """Import the candidate, which compiles its extension; report how that went."""
+    import torch
+
+    device = job["device"]
+    ch.send("phase", phase="build")
+    t0 = time.perf_counter()
+    try:
+        cand = load_module_plain(Path(job["candidate_path"]), "ks_candidate")
+    except BaseException as e:  # noqa: BLE001 - everything the candidate throws is data
+        kind = _classify_import_error(e)
+        ch.send("error", phase="build", kind=kind, message=f"{type(e).__name__}: {e}"[:4000],
+                traceback=_tail(traceback.format_exc()))
+        return None
+    build_s = time.perf_counter() - t0
+    if not hasattr(cand, "ModelNew"):
+        ch.send("error", phase="build", kind="rejected", message="module defines no ModelNew")
+        return None
+    ch.send("built", seconds=build_s, device_name=_device_name(device), torch_version=torch.__version__)
+    return cand
+
+
+def run_candidate(job: dict, ch: Channel) -> None:
+    import torch
+
+    from kernelsearch.evaluator.judge.codec import write_tensors
+    from kernelsearch.evaluator.timing import loop as timing  # noqa: F401 - binds its clocks before any candidate code runs
+    from kernelsearch.evaluator.worker.guards import CallGuard, GuardViolation
+    from kernelsearch.evaluator.worker.launches import ComputeObserver
+    from kernelsearch.problems.loader import load_module
+
+    device = job["device"]
+    out_dir = Path(job["out_dir"])
+    dist = job.get("distribution", "normal")
+    problem = load_module(Path(job["problem_path"]), device=_size_device(job), name="ks_reference_problem")
+    # Guards are set up before the candidate is imported, and their bound methods kept here, so
+    # that nothing the candidate patches later changes what they check.
+    guard = CallGuard(device, job.get("backend", ""))
+    guard.install()
+    before, after, settle, keep = guard.before, guard.after, guard.settle, guard.keep
+    check_integrity, before_timed, after_timed, finish = (
+        guard.check_integrity, guard.before_timed, guard.after_timed, guard.finish)
+    cand = build(job, ch)
+    if cand is None:
+        return
+    ch.send("phase", phase="run")
+
+    phase = "init"
+    try:
+        check_integrity("while the candidate was imported")
+        model = make_model(cand.ModelNew, problem, job["init_seed"], device)
+        check_integrity("while ModelNew was built")
+        phase = "correctness"
+        observer = ComputeObserver()
+
+        def call(args: list, label: str):
+            before()
+            with torch.no_grad(), observer:
+                out = model(*args)
+            fp = after(out, label)
+            settle(out, fp, label)
+            return out, fp
+
+        for i, seed in enumerate(job["trial_seeds"]):
+            inputs = make_inputs(problem, seed, device, dist)
+            originals = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+            _poison(device, max(64 << 20, 2 * _nbytes(inputs)))
+            out, fp = call(inputs, f"trial {i}")
+            write_tensors(out_dir / f"trial{i}.kst", out)
+            keep(out, fp, f"trial {i}")
+            mutated = [j for j, (a, b) in enumerate(zip(inputs, originals, strict=True))
+                       if isinstance(a, torch.Tensor) and not torch.equal(a, b)]
+            ch.send("trial", index=i, mutated_inputs=mutated)
+            if i == 0:  # determinism: the same inputs again, on fresh copies
+                again = [x.clone() if isinstance(x, torch.Tensor) else x for x in originals]
+                _poison(device, max(64 << 20, 2 * _nbytes(inputs)))
+                out2, fp2 = call(again, "the determinism run")
+                write_tensors(out_dir / "repeat0.kst", out2)
+                keep(out2, fp2, "the determinism run")
+                del out2, again
+            del out, inputs, originals
+        ch.send("observed", torch_compute=dict(observer.seen))
+        if not job.get("skip_timing"):  # sanitizer runs: correctness only
+            phase = "timing"
+            _timed_loop(model, problem, job, ch, out_dir, before_timed, after_timed, finish)
+        # the profiled forward comes last, so the timed loop never runs in a process the
+        # profiler has attached CUPTI to (the judge's baselines never do either)
+        phase = "profile"
+        if device == "cuda" and job.get("kernel_names") is not None:
+            _profile_check(model, make_inputs(problem, job["trial_seeds"][0], device, dist), job["kernel_names"], ch)
+        elif device == "cpu" and job.get("profile"):
+            _profile_cpu(model, make_inputs(problem, job["trial_seeds"][0], device, dist), ch)
+    except GuardViolation as e:
+        ch.send("error", phase=phase, kind="rejected", message=str(e)[:4000])
+        return
+    except BaseException as e:  # noqa: BLE001
+        kind = "compile_error" if _is_compile_exception(e) else "runtime_error"
+        ch.send("error", phase=phase, kind=kind, message=f"{type(e).__name__}: {e}"[:4000],
+                traceback=_tail(traceback.format_exc()))
+        return
+    ch.send("done")
+
+
+def _timed_loop(model, problem, job: dict, ch: Channel, out_dir: Path, before, after, finish) -> None:
+    """The timed calls (the guards' hooks around each), then their spot outputs written and
+    the raw samples reported."""
+    from kernelsearch.evaluator.config import TimingConfig
+    from kernelsearch.evaluator.judge.codec import write_tensors
+    from kernelsearch.evaluator.timing.loop import time_calls
+
+    tcfg = TimingConfig(**job["timing"])
+    sets, inputs_for = _timing_inputs(problem, job, tcfg)
+    ch.send("phase", phase="timing")  # an executor keeps compilers paused until the next phase
+    run = time_calls(model, sets, job["device"], tcfg, spot_checks=tcfg.spot_checks, inputs_for=inputs_for,
+                     before=before, after=after)
+    ch.send("phase", phase="run")
+    finish()
+    spots = []
+    for j, (k, out) in enumerate(run.spot_outputs):
+        write_tensors(out_dir / f"timed{j}.kst", out)
+        spots.append({"file": f"timed{j}.kst", "input_set": k})
+    ch.send("timing", samples_ms=run.samples_ms, spots=spots, late=run.late)
+
+
+def _profile_check(model, inputs: list, kernel_names: list[str], ch: Channel) -> None:
+    """One extra forward under the CUDA profiler: which kernels ran, how long the GPU was busy.
+    Rejects a candidate none of whose own kernels ran; a profiler that fails only loses data."""
+    import re
+
+    import torch
+
+    from kernelsearch.evaluator.worker.guards import GuardViolation
+    from kernelsearch.evaluator.worker.launches import profile_kernels
+
+    try:
+        with torch.no_grad():
+            prof = profile_kernels(lambda: model(*inputs))
+    except Exception as e:  # noqa: BLE001 - CUPTI missing or busy: report, do not judge
+        ch.send("profile", error=f"{type(e).__name__}: {e}"[:500])
+        return
+    ch.send("profile", **prof)
+    launched = list(prof["kernels"])  # empty: the profiler saw nothing (no CUPTI access), so no verdict
+    if kernel_names and launched and not any(re.search(rf"\b{re.escape(n)}\b", k)
+                                             for n in kernel_names for k in launched):
+        raise GuardViolation(f"none of the kernels it defines ({', '.join(kernel_names[:4])}) ran on the forward "
+                             f"path; the GPU ran {', '.join(launched[:3])}")
+
+
+def _profile_cpu(model, inputs: list, ch: Channel) -> None:
+    """Feedback only (never a verdict): the PyTorch work inside one forward on the CPU."""
+    import torch
+
+    from kernelsearch.evaluator.worker.launches import profile_cpu
+
+    try:
+        with torch.no_grad():
+            ch.send("profile", **profile_cpu(lambda: model(*inputs)))
+    except Exception as e:  # noqa: BLE001 - a profiler that fails only loses feedback
+        ch.send("profile", error=f"{type(e).__name__}: {e}"[:500])
