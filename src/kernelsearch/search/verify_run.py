@@ -29,11 +29,13 @@ def verify_best(run_dir: str | Path, top: int = 1, trials: int = 10, sanitize: b
         problem = load_problem(problem_file(store, run.problem_id))
         config, archive = run.config.eval, store.archive
         compile_ms = _compile_ms(archive, problem, config)
+        def unfinished(candidate_id: str) -> bool:
+            ver = archive.verification(candidate_id)
+            return ver is None or (processes > 0 and ver[0]
+                                   and archive.confirmation(candidate_id, config.device) is None)
+
         while True:
-            leaders = store.members(run.id)[:top]
-            todo = [m for m in leaders if archive.verification(m.candidate_id) is None
-                    or (processes > 0 and archive.verification(m.candidate_id)[0]
-                        and archive.confirmation(m.candidate_id, config.device) is None)]
+            todo = [m for m in store.members(run.id)[:top] if unfinished(m.candidate_id)]
             if not todo:
                 return results
             cand = store.candidate(todo[0].candidate_id)
