@@ -60,7 +60,7 @@ def test_confirm_stops_at_a_process_that_finds_the_kernel_wrong(cpu_config):
     assert conf.speedup_vs_eager is None
 
 
-def test_bench_publishes_confirmed_figures(cpu_config, archive):
+def test_bench_publishes_confirmed_figures(cpu_config, archive, capsys):
     problem = load_problem(PROBLEM)
     summary = run_bench([(problem, CORRECT)], cpu_config, archive, progress=False, jobs=1, confirm_processes=2)
     conf = summary.confirmations[problem.name]
@@ -70,6 +70,15 @@ def test_bench_publishes_confirmed_figures(cpu_config, archive):
     assert row["confirmation"]["processes"] == 2
     stored = archive.confirmation(row["candidate_id"], "cpu")
     assert stored is not None and stored["median_ms"] == pytest.approx(conf.median_ms)
+    from kernelsearch.report.terminal import bench_row, print_bench
+
+    res = summary.results[0][1]
+    cells = bench_row(problem.name, res, conf)
+    assert cells[6] == f"{conf.speedup_vs_eager:.2f}x" and cells[8] == "2 processes"
+    assert "vs eager" in res.reason and "vs eager" not in cells[10]  # the screening figure is not shown
+    assert bench_row(problem.name, res, None)[8] == "1 process"
+    print_bench(summary)
+    assert "2 processes" in capsys.readouterr().out
     # without confirmation, the single evaluation's figures are what bench publishes
     plain = run_bench([(problem, CORRECT)], cpu_config, None, progress=False, jobs=1, confirm_processes=0)
     assert plain.confirmations == {} and plain.speedups("eager") == [plain.results[0][1].speedup_vs_eager]

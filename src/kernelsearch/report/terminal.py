@@ -64,30 +64,35 @@ def _pooled(ms: float | None, rel: float) -> str:
     return "-" if ms is None else f"{ms:.4g} ±{100 * rel:.0f}%"
 
 
+def bench_row(name: str, r, conf) -> list[str]:
+    """One problem's cells in ``print_bench``: a confirmed kernel's published figures (its
+    processes' medians), else the single evaluation's, said in "timed in"."""
+    if r is None:
+        return [name, "-", "[dim]no candidate[/]", "-", "-", "-", "-", "-", "-", "-", ""]
+    style = _STYLE.get(r.status, "yellow")
+    if conf is not None and conf.ok:
+        cand, eager = _pooled(conf.median_ms, conf.rel_spread), _pooled(conf.eager_median_ms, conf.eager_rel_spread)
+        vs_eager, vs_compile = _x(conf.speedup_vs_eager), _x(conf.speedup_vs_compile)
+        # the evaluation's reason quotes its own (screening) speedups: keep only its verdict
+        timed, reason = f"{conf.processes} processes", f"{len(r.checks)} checks passed, confirmed"
+    else:
+        cand, eager = _ms(r.candidate_timing), _ms(r.eager_timing)
+        vs_eager, vs_compile = _x(r.speedup_vs_eager), _x(r.speedup_vs_compile)
+        timed, reason = "1 process", r.reason[:60]
+        if conf is not None:  # a confirming process did not find it correct: not published
+            vs_eager = vs_compile = "-"
+            reason = f"not confirmed: {conf.reason}"[:60]
+    return [name, r.backend, f"[{style}]{r.status.value}[/]", cand, eager, _ms(r.compile_timing),
+            vs_eager, vs_compile, timed, floor_share(r.roofline), reason]
+
+
 def print_bench(summary) -> None:
     t = Table(title=f"kernelsearch bench ({summary.device})", header_style="bold")
     for col in ("problem", "backend", "status", "candidate ms", "eager ms", "compile ms", "vs eager", "vs compile",
                 "timed in", "% of floor", "reason"):
         t.add_column(col, overflow="fold")
     for p, r in summary.results:
-        if r is None:
-            t.add_row(p.name, "-", "[dim]no candidate[/]", "-", "-", "-", "-", "-", "-", "-", "")
-            continue
-        style = _STYLE.get(r.status, "yellow")
-        conf = summary.confirmations.get(p.name)
-        if conf is not None and conf.ok:
-            cand, eager = _pooled(conf.median_ms, conf.rel_spread), _pooled(conf.eager_median_ms, conf.eager_rel_spread)
-            vs_eager, vs_compile = _x(conf.speedup_vs_eager), _x(conf.speedup_vs_compile)
-            timed, reason = f"{conf.processes} processes", r.reason[:60]
-        else:
-            cand, eager = _ms(r.candidate_timing), _ms(r.eager_timing)
-            vs_eager, vs_compile = _x(r.speedup_vs_eager), _x(r.speedup_vs_compile)
-            timed, reason = "1 process", r.reason[:60]
-            if conf is not None:  # a confirming process did not find it correct: not published
-                vs_eager = vs_compile = "-"
-                reason = f"not confirmed: {conf.reason}"[:60]
-        t.add_row(p.name, r.backend, f"[{style}]{r.status.value}[/]", cand, eager, _ms(r.compile_timing),
-                  vs_eager, vs_compile, timed, floor_share(r.roofline), reason)
+        t.add_row(*bench_row(p.name, r, summary.confirmations.get(p.name)))
     console.print(t)
     if summary.confirmations:
         console.print("candidate and eager ms of confirmed kernels: the median over fresh processes (each kernel "
