@@ -122,13 +122,8 @@ class Proposer:
     def performance(self, candidate_id: str | None, round_no: int) -> str | None:
         """Timings, roofline and profile of a correct kernel, for the ideas, implement and
         crossover prompts (refine shows the whole Feedback)."""
-        if not candidate_id:
-            return None
-        result = self.store.result(self.run_id, candidate_id)
-        if result is None or getattr(result.status, "value", result.status) != "correct":
-            return None
-        fb = self.feedback(candidate_id, round_no)
-        return fb.performance() if fb is not None else None
+        fb = self.feedback(candidate_id, round_no) if candidate_id else None
+        return fb.performance() if fb is not None and fb.status == "correct" else None
 
     def request(self, template: str, *, round_no: int, slot: int, purpose: str, sample_index: int = 0,
                 **context: Any) -> LLMRequest:
