@@ -128,8 +128,6 @@ def run_bench(pairs: list[tuple[Problem, Path | None]], config: EvalConfig, arch
             r = results[job.tag]
             if r.status is not Status.CORRECT:
                 continue
-            conf = confirm(job.problem, job.candidate, config, confirm_processes, compile_ms=r.compile_ms)
-            summary.confirmations[job.tag] = conf
-            if archive is not None:
-                archive.add_confirmation(r.candidate_id, r.problem_id, config.device, conf.to_dict())
+            summary.confirmations[job.tag] = confirm(job.problem, job.candidate, config, confirm_processes,
+                                                     compile_ms=r.compile_ms, archive=archive)
     return summary

@@ -16,6 +16,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import evaluate
@@ -106,9 +107,10 @@ class Confirmation:
 
 
 def confirm(problem: Problem, candidate: Candidate, config: EvalConfig, processes: int = DEFAULT_PROCESSES,
-            compile_ms: float | None = None) -> Confirmation:
-    """Time ``candidate`` in ``processes`` fresh evaluations. Stops at the first one that does
-    not find it correct (its reason is kept): a kernel that fails is not published."""
+            compile_ms: float | None = None, archive: Archive | None = None) -> Confirmation:
+    """Time ``candidate`` in ``processes`` fresh evaluations, and record the result in
+    ``archive`` when given. Stops at the first one that does not find it correct (its reason
+    is kept): a kernel that fails is not published."""
     if processes < 1:
         raise ValueError("a confirmation needs at least one process")
     cfg = config.with_(trials=1, profile=False, ncu=False, compile_baseline=False)
@@ -123,4 +125,6 @@ def confirm(problem: Problem, candidate: Candidate, config: EvalConfig, processe
         conf.candidate_rel.append(r.candidate_timing.rel_spread)
         conf.eager_ms.append(r.eager_timing.median_ms)
         conf.eager_rel.append(r.eager_timing.rel_spread)
+    if archive is not None:
+        archive.add_confirmation(candidate.id, problem.id, config.device, conf.to_dict())
     return conf

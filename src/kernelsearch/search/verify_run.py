@@ -44,9 +44,8 @@ def verify_best(run_dir: str | Path, top: int = 1, trials: int = 10, sanitize: b
             else:
                 res = VerifyResult(cand.id, problem.id, config.device)
             if processes > 0 and (res.ok or not res.checks):
-                conf = confirm(problem, cand, config, processes=processes, compile_ms=compile_ms)
-                res.add_confirmation(conf)
-                archive.add_confirmation(cand.id, problem.id, config.device, res.confirmation)
+                res.add_confirmation(confirm(problem, cand, config, processes=processes, compile_ms=compile_ms,
+                                             archive=archive))
             archive.add_verification(cand.id, problem.id, config.device, res.ok, res.reason, res.to_dict())
             results.append(res)
 
