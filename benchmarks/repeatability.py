@@ -121,6 +121,39 @@ def summarise(res: dict) -> dict:
     }
 
 
+def report(results: list[dict], console: Console) -> None:
+    """The three tables, from the evaluations of one run or of several merged (``--report``)."""
+    summaries = [summarise(r) for r in results]
+    table = Table(title="Between evaluations vs within one")
+    for col in ("candidate", "evals", "kernel ms", "range", "eager ms", "range", "speedup", "range",
+                "mean spread", "pairs within spread"):
+        table.add_column(col)
+    pct = lambda x: "-" if x is None or x != x else f"{100 * x:.1f}%"  # noqa: E731
+    num = lambda x: "-" if x is None else f"{x:.4g}"  # noqa: E731
+    for s in summaries:
+        table.add_row(s["label"], str(s["n"]), num(s["candidate_ms"]), pct(s["candidate_range"]), num(s["eager_ms"]),
+                      pct(s["eager_range"]), num(s["speedup"]), pct(s["speedup_range"]), pct(s["mean_spread"]),
+                      f"{s['pairs_agreeing']}/{s['pairs']}")
+    console.print(table)
+    pub = Table(title="A published time: the candidate's time across processes against the spread reported")
+    for col in ("candidate", "processes", "kernel ms (median)", "max-min", "spread reported (median / max)",
+                "confirmed spread (pooled)", "processes whose ±spread holds the median"):
+        pub.add_column(col)
+    for s in summaries:
+        pub.add_row(s["label"], str(s["n"]), num(s["candidate_ms"]), pct(s["candidate_range"]),
+                    f"{pct(s['within_spread'])} / {pct(s['max_within_spread'])}", pct(s["pooled_spread"]),
+                    f"{s['covering']}/{s['n']}")
+    console.print(pub)
+    phases = Table(title="Median seconds per phase of one evaluation")
+    keys = sorted({k for s in summaries for k in s["phase_s"]})
+    phases.add_column("candidate")
+    for k in keys:
+        phases.add_column(k)
+    for s in summaries:
+        phases.add_row(s["label"], *(f"{s['phase_s'][k]:.2f}" if k in s["phase_s"] else "-" for k in keys))
+    console.print(phases)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available")
@@ -135,7 +168,13 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=None, help="seconds for the timed loop")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--work", type=Path, default=None, help="scratch directory, kept (builds reused by a later run)")
+    ap.add_argument("--report", type=Path, nargs="+", default=None,
+                    help="print the tables from the --json files of earlier runs (e.g. one per device call)")
     args = ap.parse_args()
+    if args.report:
+        console = Console(width=160)
+        report([r for f in args.report for r in json.loads(f.read_text())["results"]], console)
+        return 0
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -167,44 +206,18 @@ def main() -> int:
                   f"{t.max_reps} calls, {t.budget_s:g} s, stop at IQR/median {t.target_rel_spread:g}; gap {args.gap:g} s")
     built = prebuild([it.candidate for it in items], config)
     console.print(f"built {built} candidates in parallel")
+    results: list[dict] = []
     try:
-        results = [run(it.label, load_problem(problems[it.problem]), it.candidate, config, args.evals, args.gap,
-                       console) for it in items]
+        for it in items:  # saved after each kernel: a run cut off by a time limit keeps what it measured
+            results.append(run(it.label, load_problem(problems[it.problem]), it.candidate, config, args.evals,
+                               args.gap, console))
+            if args.json:
+                args.json.write_text(json.dumps({"device": device, "timing": t.__dict__, "gap": args.gap,
+                                                 "results": results}, indent=1, default=str))
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    summaries = [summarise(r) for r in results]
-    table = Table(title="Between evaluations vs within one")
-    for col in ("candidate", "evals", "kernel ms", "range", "eager ms", "range", "speedup", "range",
-                "mean spread", "pairs within spread"):
-        table.add_column(col)
-    pct = lambda x: "-" if x is None or x != x else f"{100 * x:.1f}%"  # noqa: E731
-    num = lambda x: "-" if x is None else f"{x:.4g}"  # noqa: E731
-    for s in summaries:
-        table.add_row(s["label"], str(s["n"]), num(s["candidate_ms"]), pct(s["candidate_range"]), num(s["eager_ms"]),
-                      pct(s["eager_range"]), num(s["speedup"]), pct(s["speedup_range"]), pct(s["mean_spread"]),
-                      f"{s['pairs_agreeing']}/{s['pairs']}")
-    console.print(table)
-    pub = Table(title="A published time: the candidate's time across processes against the spread reported")
-    for col in ("candidate", "processes", "kernel ms (median)", "max-min", "spread reported (median / max)",
-                "confirmed spread (pooled)", "processes whose ±spread holds the median"):
-        pub.add_column(col)
-    for s in summaries:
-        pub.add_row(s["label"], str(s["n"]), num(s["candidate_ms"]), pct(s["candidate_range"]),
-                    f"{pct(s['within_spread'])} / {pct(s['max_within_spread'])}", pct(s["pooled_spread"]),
-                    f"{s['covering']}/{s['n']}")
-    console.print(pub)
-    phases = Table(title="Median seconds per phase of one evaluation")
-    keys = sorted({k for s in summaries for k in s["phase_s"]})
-    phases.add_column("candidate")
-    for k in keys:
-        phases.add_column(k)
-    for s in summaries:
-        phases.add_row(s["label"], *(f"{s['phase_s'][k]:.2f}" if k in s["phase_s"] else "-" for k in keys))
-    console.print(phases)
-    if args.json:
-        args.json.write_text(json.dumps({"device": device, "timing": t.__dict__, "gap": args.gap,
-                                         "summaries": summaries, "results": results}, indent=1, default=str))
+    report(results, console)
     return 0
 
 

@@ -24,12 +24,14 @@ from kernelsearch.evaluator.builds.cache import build_dir, building
 from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.evaluator.config import LATE_RETRIES, EvalConfig
 from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
+from kernelsearch.evaluator.sandbox.scratch import make_workdir
 from kernelsearch.evaluator.screen.python import screen
 from kernelsearch.evaluator.timing.ceilings import ceilings, roofline
 from kernelsearch.evaluator.timing.profiling import from_report, ncu_profile, summarise
 from kernelsearch.evaluator.verdict.protocol import protocol_violation
 from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats, TrialCheck
 from kernelsearch.evaluator.verdict.roofline import impossible
+from kernelsearch.problems.describe import describe_cached
 from kernelsearch.problems.loader import Problem
 
 _SIGNALS = {
@@ -142,7 +144,7 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
     init_seed, trial_seeds, timing_seeds = _draw_seeds(config, config.trials)
 
     # 3. the workers' jobs, and the workers started
-    prep.work = work = Path(tempfile.mkdtemp(prefix="ks-eval-"))
+    prep.work = work = make_workdir("ks-eval-", _handover_bytes(problem, config))
     prep.kernels = sc.kernels
     try:
         cand_dir, judge_dir = work / "candidate", work / "judge"
@@ -167,6 +169,15 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
         raise
     prep.seconds = time.monotonic() - t0
     return prep
+
+
+def _handover_bytes(problem: Problem, config: EvalConfig) -> int | None:
+    """What the candidate worker writes for the judge: one output per trial, the determinism
+    run and each timed spot check (None when the problem cannot be described)."""
+    desc = describe_cached(problem, config.device)
+    if desc.error or not desc.outputs:
+        return None
+    return sum(o.nbytes for o in desc.outputs) * (config.trials + 1 + config.timing.spot_checks)
 
 
 def _draw_seeds(config: EvalConfig, trials: int) -> tuple[int, list[int], list[int]]:

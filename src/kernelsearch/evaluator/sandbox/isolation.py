@@ -44,6 +44,7 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _MASK_TMPFS_BYTES = 1 << 20  # hidden dirs become tiny read-only tmpfs with only mountpoints
 _SHM_BYTES = 64 << 20
+_SHM = Path("/dev/shm")  # an evaluation's work directory may be in it (``scratch``)
 _BWRAP_BASE = [
     "--die-with-parent", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
     "--unshare-cgroup-try", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
@@ -133,8 +134,9 @@ def bwrap_args(workdir: Path, writable: Iterable[Path], readable: Iterable[Path]
     rw = [Path(p).resolve() for p in [workdir, *writable]]
     masks = _masked_dirs()
     ro = {Path(p).resolve() for p in [*readable, *_python_paths()] if os.path.exists(p)}
-    ro = {p for p in ro if _inside(p, masks) and not _inside(p, rw)}
-    args = _bwrap_base() + ["--size", str(_SHM_BYTES), "--tmpfs", "/dev/shm"]
+    hidden = [*masks, _SHM]  # the worker gets its own /dev/shm: paths under the host's are bound back
+    ro = {p for p in ro if _inside(p, hidden) and not _inside(p, rw)}
+    args = _bwrap_base() + ["--size", str(_SHM_BYTES), "--tmpfs", str(_SHM)]
     for dev in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri")):
         args += ["--dev-bind", dev, dev]
     for m in masks:
