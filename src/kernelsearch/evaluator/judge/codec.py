@@ -8,6 +8,7 @@ Reading validates every size against the header and the file length before touch
 from __future__ import annotations
 
 import json
+import mmap
 import struct
 from pathlib import Path
 
@@ -30,23 +31,34 @@ class CodecError(ValueError):
 
 
 def write_tensors(path: Path, value) -> None:
-    """Write a tensor, or a list/tuple of tensors, to ``path``."""
+    """Write a tensor, or a list/tuple of tensors, to ``path``. The file is sized first and the
+    tensors copied straight into its mapped pages (from a GPU through page-locked chunks): a
+    copy to a fresh host tensor and then a write cost ~3 s per 2 GiB output on an H100 host."""
     tensors, kind = _flatten(value)
-    metas, blobs = [], []
-    for t in tensors:
-        t = t.detach().to("cpu").contiguous()
-        raw = t.view(torch.uint8).reshape(-1) if t.numel() else torch.empty(0, dtype=torch.uint8)
-        metas.append({"dtype": str(t.dtype), "shape": list(t.shape), "nbytes": raw.numel()})
-        blobs.append(raw)
+    tensors = [t.detach().contiguous() for t in tensors]
+    metas = [{"dtype": str(t.dtype), "shape": list(t.shape), "nbytes": t.numel() * t.element_size()} for t in tensors]
     header = json.dumps({"kind": kind, "tensors": metas}).encode()
-    with open(path, "wb") as f:
+    start = 8 + len(header)
+    total = start + sum(m["nbytes"] for m in metas)
+    with open(path, "w+b") as f:
         f.write(MAGIC + struct.pack("<I", len(header)) + header)
-        for raw in blobs:
-            f.write(memoryview(raw.numpy()))
+        f.truncate(total)
+        if total == start:
+            return
+        with mmap.mmap(f.fileno(), total) as mm:
+            pos = start
+            for t, m in zip(tensors, metas, strict=True):
+                if m["nbytes"]:
+                    dst = torch.frombuffer(mm, dtype=torch.uint8, count=m["nbytes"], offset=pos)
+                    _copy(dst, t.reshape(-1).view(torch.uint8))
+                    del dst
+                pos += m["nbytes"]
+            mm.flush()
 
 
-def read_tensors(path: Path) -> list[torch.Tensor]:
-    """Read what ``write_tensors`` wrote; always a list. Raises CodecError on anything odd."""
+def read_tensors(path: Path, device: str = "cpu") -> list[torch.Tensor]:
+    """Read what ``write_tensors`` wrote, onto ``device``; always a list. Raises CodecError on
+    anything odd, before allocating anything the header asks for."""
     path = Path(path)
     size = path.stat().st_size
     with open(path, "rb") as f:
@@ -79,13 +91,40 @@ def read_tensors(path: Path) -> list[torch.Tensor]:
             pos += nbytes
         if pos != size:  # checked before allocating anything the header asks for
             raise CodecError(f"{path.name}: file holds {size} bytes, header describes {pos}")
-        out = []
-        for dtype, shape, nbytes in plan:
-            buf = torch.empty(nbytes, dtype=torch.uint8)
-            if nbytes and f.readinto(memoryview(buf.numpy())) != nbytes:
-                raise CodecError(f"{path.name}: truncated")
-            out.append(buf.view(dtype).reshape(shape))
+        if pos == 8 + hlen:
+            return [torch.empty(shape, dtype=dtype, device=device) for dtype, shape, _ in plan]
+        # a private mapping: what the judge does to the tensors never reaches the file, and the
+        # file's size was checked against the header above, so no read runs past its end
+        with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY) as mm:
+            out, pos = [], 8 + hlen
+            for dtype, shape, nbytes in plan:
+                if not nbytes:
+                    out.append(torch.empty(shape, dtype=dtype, device=device))
+                    continue
+                src = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes, offset=pos)
+                pos += nbytes
+                dst = torch.empty(nbytes, dtype=torch.uint8, device=device)
+                _copy(dst, src)
+                del src
+                out.append(dst.view(dtype).reshape(shape))
     return out
+
+
+_CHUNK = 64 << 20  # bytes staged through page-locked memory at a time
+
+
+def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
+    """``dst.copy_(src)`` for flat uint8 tensors; between a GPU and host pages (a mapped file)
+    through a page-locked buffer in chunks: one DMA and one memory copy per chunk, where a
+    copy from pageable memory goes through the driver's small staging buffers."""
+    if dst.device.type == src.device.type or not torch.cuda.is_available():
+        dst.copy_(src)
+        return
+    stage = torch.empty(min(_CHUNK, src.numel()), dtype=torch.uint8, pin_memory=True)
+    for at in range(0, src.numel(), _CHUNK):
+        k = min(_CHUNK, src.numel() - at)
+        stage[:k].copy_(src[at:at + k])
+        dst[at:at + k].copy_(stage[:k])  # synchronous: the stage is reused for the next chunk
 
 
 def _flatten(value) -> tuple[list[torch.Tensor], str]:

@@ -46,7 +46,7 @@ def run_judge(job: dict, ch: Channel) -> None:
         if not path.is_file():
             return None, f"{name}: no output written"
         try:
-            return [t.to(device) for t in read_tensors(path)], ""
+            return read_tensors(path, device), ""
         except CodecError as e:
             return None, f"output file unreadable: {e}"
 
