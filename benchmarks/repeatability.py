@@ -166,6 +166,9 @@ def main() -> int:
     ap.add_argument("--extra", type=Path, default=None, help="with --set seedbank: folders of ref.py + src.py pairs")
     ap.add_argument("--reps", default=None, help="MIN:MAX timed calls (default: the throughput benchmark's)")
     ap.add_argument("--budget", type=float, default=None, help="seconds for the timed loop")
+    ap.add_argument("--trials", type=int, default=None,
+                    help="correctness trials per evaluation (default: the evaluator's); they come before the timed "
+                         "loop and do not change it, and each writes one output for the judge")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--work", type=Path, default=None, help="scratch directory, kept (builds reused by a later run)")
     ap.add_argument("--report", type=Path, nargs="+", default=None,
@@ -201,6 +204,8 @@ def main() -> int:
     if args.budget is not None:
         changes["budget_s"] = args.budget
     config = config.with_(timing=replace(t, **changes))
+    if args.trials is not None:
+        config = config.with_(trials=args.trials)
     t = config.timing
     console.print(f"{len(items)} candidates x {args.evals} evaluations on {device}; timed loop {t.min_reps}-"
                   f"{t.max_reps} calls, {t.budget_s:g} s, stop at IQR/median {t.target_rel_spread:g}; gap {args.gap:g} s")

@@ -13,6 +13,10 @@ follows where the input and output sit says it is their placement. Protocols:
   fresh inputs per call, and with fresh inputs while the previous call's output is kept alive
   (as the guards keep it).
 - ``offset``: the plain protocol with the input placed at offsets into one large buffer.
+- ``cover``: the timed loop (fresh inputs, the previous output kept, a 3 ms host pause before
+  each call as the guards' checks make) with the memory traffic before each call (``rewarm_us``)
+  at 1, 2, 4 and 8 ms, in three interleaved rounds, without the loop's own growth of the cover
+  after a late call: whether the kernel's time depends on how long the GPU was kept busy first.
 
 Usage (GPU)::
 
@@ -113,6 +117,31 @@ def loop(model, problem, seeds: list[int], mode: str) -> dict:
     return {**_summary(run.samples_ms, layouts), "late": run.late}
 
 
+def cover(model, problem, seeds: list[int], rounds: int = 3) -> dict:
+    import time
+
+    kept: list = []
+
+    def keep(out):
+        kept[:] = [out]
+
+    grow, timing_mod._MAX_COVER = timing_mod._MAX_COVER, 1  # the cover stays as set: late calls kept
+    rows: dict[str, list] = {}
+    try:
+        for _ in range(rounds):
+            for us in (1000.0, 2000.0, 4000.0, 8000.0):
+                cfg = TimingConfig(rewarm_us=us, min_reps=20, max_reps=20)
+                run = timing_mod.time_calls(model, [], "cuda", cfg,
+                                            inputs_for=lambda k: common.make_inputs(problem, seeds[k % len(seeds)], "cuda"),
+                                            before=lambda: time.sleep(0.003), after=keep)
+                kept.clear()
+                rows.setdefault(f"{us / 1000:g} ms", []).append(
+                    {"median_ms": statistics.median(run.samples_ms), "late": run.late})
+    finally:
+        timing_mod._MAX_COVER = grow
+    return rows
+
+
 def in_worker(problem_path: Path, cand_path: Path, seeds: list[int]) -> dict:
     """The candidate worker's run, in this process: its timed samples and the placements."""
     layouts: list = []
@@ -177,6 +206,8 @@ def main() -> int:
             result[mode] = loop(model, problem, seeds, mode)
     if "offset" in want:
         result["offset"] = offsets(model, problem, 1)
+    if "cover" in want:
+        result["cover"] = cover(model, problem, seeds)
     if args.json:
         args.json.write_text(json.dumps(result))
     for k, v in result.items():
@@ -184,6 +215,9 @@ def main() -> int:
             rel = v.get("out_minus_in_mib") or [0]
             print(f"{k:11s} median {v['median_ms']:.4f} ms  min {v['min_ms']:.4f}  max {v['max_ms']:.4f}  "
                   f"iqr {100 * v['iqr_rel']:.1f}%  n {v['n']}  out-in MiB {sorted(set(round(r) for r in rel))[:6]}")
+        elif k == "cover":
+            for label, runs in v.items():
+                print(f"cover {label:6s} " + "  ".join(f"{r['median_ms']:.4f} (late {r['late']})" for r in runs))
         elif k == "offset":
             print("offset     " + "  ".join(f"{r['offset_kib']}K:{r['median_ms']:.3f}" for r in v))
         elif isinstance(v, dict):
