@@ -25,9 +25,11 @@ CPP_WRONG = (DATA / "candidates" / "cpp_wrong.py").read_text()
 SYNTAX_ERROR = "import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b)\n        return a * 2 + b\n"
 
 
-def torch_source(expr: str, speed: float | None = None) -> str:
-    """A plain-PyTorch candidate for scale_add; `speed` tags it for `fake_evaluate`."""
+def torch_source(expr: str, speed: float | None = None, fallback: bool = False) -> str:
+    """A plain-PyTorch candidate for scale_add; `speed` tags it for `fake_evaluate`, and
+    `fallback` has `fake_evaluate` mark it torch_fallback (PyTorch did the work)."""
     tag = f"# speed={speed}\n" if speed is not None else ""
+    tag += FALLBACK_TAG + "\n" if fallback else ""
     return (f"{tag}import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
             f"    def __init__(self):\n        super().__init__()\n\n"
             f"    def forward(self, a, b):\n        return {expr}\n")
@@ -57,22 +59,31 @@ def eval_config() -> EvalConfig:
     )
 
 
-def run_config(strategy: str, llm: str, budgets: Budgets | None = None, **params) -> RunConfig:
+def run_config(strategy: str, llm: str, budgets: Budgets | None = None, torch_fallback: str = "allow",
+               **params) -> RunConfig:
+    """The search tests' run settings. Their plain-PyTorch candidates stand in for kernels (no
+    build) and are marked torch_fallback, so the runs allow those to rank unless a test asks
+    for the default policy (``torch_fallback="mark"``)."""
     return RunConfig(strategy=strategy, llm=llm, problem_name="scale_add", backend="cpp",
                      hardware="CPU: test machine, 2 cores.", build_jobs=1,
                      params=StrategyParams(**{"seed": 7, **params}), budgets=budgets or Budgets(),
-                     eval=eval_config())
+                     eval=eval_config(), torch_fallback=torch_fallback)
 
 
-# CLI options equivalent to eval_config(), for subprocess runs.
+# CLI options equivalent to run_config()'s, for subprocess runs.
 CLI_EVAL = ["--device", "cpu", "--no-compile", "--trials", "5", "--warmup", "1", "--min-reps", "5",
-            "--max-reps", "20", "--timing-budget", "2", "--input-sets", "2", "--run-timeout", "60", "-j", "1"]
+            "--max-reps", "20", "--timing-budget", "2", "--input-sets", "2", "--run-timeout", "60", "-j", "1",
+            "--torch-fallback", "allow"]
+
+
+FALLBACK_TAG = "# marked: torch_fallback"
 
 
 def fake_evaluate(problem, candidate, config, archive) -> EvalResult:
     """Instant evaluation for budget and bookkeeping tests: a source tagged `# speed=X` is
     correct and X times faster than eager (eager takes 1 ms, the kernel 1/X ms: kernels are
-    ranked by their own time); anything else is incorrect. Recorded like the real one."""
+    ranked by their own time), and flagged torch_fallback if also tagged `FALLBACK_TAG`;
+    anything else is incorrect. Recorded like the real one."""
     m = re.search(r"# speed=([0-9.]+)", candidate.source)
     r = EvalResult(problem=problem.name, problem_id=problem.id, candidate_id=candidate.id,
                    backend=candidate.backend, device=config.device,
@@ -80,6 +91,8 @@ def fake_evaluate(problem, candidate, config, archive) -> EvalResult:
     if m:
         r.eager_timing = TimingStats.from_samples([1.0])
         r.candidate_timing = TimingStats.from_samples([1.0 / float(m.group(1))])
+        if FALLBACK_TAG in candidate.source:
+            r.flags = ["torch_fallback"]
     archive.add_candidate(candidate, problem)
     archive.add_evaluation(r)
     return r

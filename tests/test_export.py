@@ -64,7 +64,7 @@ def runs(tmp_path_factory):
         assert store.archive.verification(FRAGILE.id)[0] is False
         assert store.archive.verification(CHILD.id)[0] is True
     seed_config = RunConfig(strategy="single", llm="replay:/dev/null", problem_name="scale_add", backend="torch",
-                            budgets=Budgets(rounds=1), eval=config.eval)
+                            budgets=Budgets(rounds=1), eval=config.eval, torch_fallback="allow")
     run2_id = create_run(run2, problem, seed_config, [GOOD])
     with RunStore(run2) as store:
         Driver(store, run2_id).run("evaluate")

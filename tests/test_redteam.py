@@ -9,6 +9,11 @@ Each corpus file says what it expects in a header after its docstring:
     # device: cpu|cuda     (cuda items carry the gpu marker)
     # config: k=v, ...     (optional EvalConfig overrides, e.g. torch_fallback=reject)
     # flags: none          (optional: the result must carry no flags)
+    # flags: torch_fallback | note: SUBSTRING   (optional: the result must carry these flags, and
+                           one of its notes, `errors`, the substring: which layer marked it)
+
+An exploit is caught by a status other than correct, or by the torch_fallback mark: under the
+default policy it is correct with that flag, and a search never ranks it (README, Search).
 
 Run the corpus alone with ``python -m pytest -m redteam``.
 """
@@ -45,7 +50,8 @@ class Case:
     problem: str
     device: str
     config: dict
-    flags: str
+    flags: str  # "none", or flags the result must carry (comma-separated), or ""
+    note: str = ""  # substring of one of the result's notes (EvalResult.errors)
 
     @property
     def id(self) -> str:
@@ -59,8 +65,9 @@ def _parse(path: Path, kind: str) -> Case:
     for item in filter(None, (p.strip() for p in head.get("config", "").split(","))):
         key, _, value = item.partition("=")
         config[key.strip()] = value.strip()
+    flags, _, note = head.get("flags", "").partition("| note:")
     return Case(path, kind, head["class"].strip(), status.strip(), reason.strip(), head["problem"].strip(),
-                head["device"].strip(), config, head.get("flags", "").strip())
+                head["device"].strip(), config, flags.strip(), note.strip())
 
 
 def load_corpus() -> list[Case]:
@@ -116,15 +123,22 @@ def test_redteam(case: Case, redteam_archive, monkeypatch):
     problem = _resolve(case.problem)
     home = Path(os.environ["KERNELSEARCH_HOME"])
     r = evaluate(problem, Candidate.from_file(case.path), _config(case, home), redteam_archive)
-    detail = (r.status.value, r.reason, r.flags, r.build_log[-1500:], r.output_excerpt[-1500:])
+    detail = (r.status.value, r.reason, r.flags, r.build_log[-1500:], r.output_excerpt[-1500:],
+              (r.profile or {}).get("summary"))  # on CUDA: the kernels the profiled forward ran
     assert r.status.value == case.status, detail
     assert case.reason.lower() in r.reason.lower(), detail
+    if case.flags == "none":
+        assert r.flags == [], detail
+    elif case.flags:
+        assert {f.strip() for f in case.flags.split(",")} <= set(r.flags), detail
+    if case.note:
+        assert case.note.lower() in " ".join(r.errors).lower(), (*detail, r.errors)
     if case.kind == "honest":
         assert r.status is Status.CORRECT and r.speedup_vs_eager is not None, detail
-        if case.flags == "none":
-            assert r.flags == [], detail
+    elif r.status is Status.CORRECT:  # caught by the mark: a search never ranks it
+        assert "torch_fallback" in r.flags, detail
     else:
-        assert r.status is not Status.CORRECT and r.speedup_vs_eager is None, detail
+        assert r.speedup_vs_eager is None, detail
 
 
 @pytest.mark.redteam
@@ -139,7 +153,9 @@ def test_corpus_covers_the_threat_classes():
     for c in CASES:
         assert ast.get_docstring(ast.parse(c.path.read_text())), c.id
         assert c.status in statuses and c.reason and c.device in ("cpu", "cuda"), c.id
-        assert (c.status == "correct") == (c.kind == "honest"), c.id
+        # an exploit may be expected correct only when the torch_fallback mark is what catches it
+        assert c.kind == "exploit" or c.status == "correct", c.id
+        assert c.kind == "honest" or c.status != "correct" or "torch_fallback" in c.flags, c.id
         assert set(c.config) <= {f.name for f in fields(EvalConfig)}, c.id
         _resolve(c.problem)
     cpu_builds = [c for c in CASES if c.device == "cpu" and Candidate.from_file(c.path).backend == "cpp"

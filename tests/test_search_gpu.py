@@ -52,6 +52,7 @@ def test_branch_two_rounds_on_cuda(tmp_path):
         (0, "evaluated", 2, 2), (1, "evaluated", 1, 1)]
     assert t["rounds"][0]["correct"] >= 1, t
     assert t["best"]["candidate_id"] and t["best"]["backend"] == "cuda" and t["best"]["speedup_vs_eager"] > 0
+    assert t["held_out"] == [], t["held_out"]  # the seed kernel's own kernels do its work: no torch_fallback
 
     # profiler feedback reaches the prompts: round 1's ideas and implement requests carry the
     # best kernel's timings, roofline and kernel profile (issue 5)

@@ -48,7 +48,7 @@ def test_failed_verification_leaves_the_ranking(tmp_path, cpu_config):
     from kernelsearch.search.config import Budgets
 
     config = RunConfig(strategy="single", llm="replay:/dev/null", problem_name="row_norm", backend="torch",
-                       budgets=Budgets(rounds=1), eval=cpu_config)
+                       budgets=Budgets(rounds=1), eval=cpu_config, torch_fallback="allow")  # plain-PyTorch kernels
     run_id = create_run(tmp_path / "run", load_problem(PROBLEM), config, [FRAGILE, STABLE])
     with RunStore(tmp_path / "run") as store:
         Driver(store, run_id).run("evaluate")

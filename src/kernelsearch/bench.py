@@ -79,12 +79,15 @@ class BenchSummary:
                 for b in ("eager", "compile")
             },
             "geomean_speedup": {b: geomean(self.speedups(b)) for b in ("eager", "compile")},
-            # the same without results marked torch_fallback (PyTorch did the work)
+            "fast_p_note": "fast_p and geomean_speedup include kernels marked torch_fallback; "
+                           "fast_p_own_kernels and geomean_speedup_own_kernels count them as unsolved",
             "torch_fallback_marked": self.marked(),
             "fast_p_own_kernels": {
                 b: {str(p): v for p, v in fast_p_table(self.speedups(b, own_kernels=True), FAST_P_THRESHOLDS).items()}
                 for b in ("eager", "compile")
             },
+            "geomean_speedup_own_kernels": {b: geomean(self.speedups(b, own_kernels=True))
+                                            for b in ("eager", "compile")},
             "results": [
                 {"problem": p.name, **(r.to_dict() if r is not None else {"status": "no_candidate"}),
                  "confirmation": self.confirmations[p.name].to_dict() if p.name in self.confirmations else None}

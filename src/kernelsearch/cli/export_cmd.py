@@ -37,10 +37,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         dirs += [d for d in found if d.resolve() not in {x.resolve() for x in dirs}]
 
     rows: list[dict[str, Any]] = []
-    skipped = 0
+    skipped = held_out = 0
     for d in dirs:
         with RunStore(d) as store:
             for run_id in store.run_ids():
+                held_out += len(store.held_out(run_id))
                 got = run_rows(store, run_id, include_unverified=True)
                 kept = [r for r in got if r["verified"] or args.include_unverified]
                 skipped += len(got) - len(kept)
@@ -53,6 +54,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     where = "stdout" if args.output == "-" else args.output
     print(f"kernelsearch: wrote {n} rows ({verified} verified, {n - verified} not re-verified) "
           f"from {len(dirs)} run director{'y' if len(dirs) == 1 else 'ies'} to {where} ({fmt})", file=sys.stderr)
+    if held_out:
+        print(f"kernelsearch: {held_out} correct kernel(s) left out as PyTorch fallbacks (torch_fallback: "
+              "PyTorch/ATen did the work); a run made with --torch-fallback allow exports them", file=sys.stderr)
     if skipped:
         print(f"kernelsearch: {skipped} correct kernel(s) left out as not re-verified: run "
               "`kernelsearch verify RUN_DIR --top N` first, or pass --include-unverified", file=sys.stderr)

@@ -62,7 +62,10 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=None, help="fix the seeds for an exact re-run (default: secret)")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     p.add_argument("--torch-fallback", choices=["mark", "reject"], default="mark",
-                   help="what to do with candidates that call PyTorch compute on the forward path")
+                   help="candidates whose work PyTorch does (torch ops in Python, ATen/cuBLAS/cuDNN calls in the "
+                        "extension, or ATen/library kernels taking >=50%% of the GPU time): mark them correct "
+                        "with the flag torch_fallback (default; bench also reports fast_p without them), or "
+                        "reject them")
     p.add_argument("--archive", type=Path, default=None, help="SQLite archive (default: $KERNELSEARCH_HOME/archive.sqlite)")
     p.add_argument("--build-timeout", type=float, default=900.0, help="seconds allowed for a build")
     p.add_argument("--run-timeout", type=float, default=300.0, help="seconds allowed for checks and timing")

@@ -28,6 +28,7 @@ from kernelsearch.cli.main import (
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.search.config import (
     DEVICE_BACKEND,
+    FALLBACK_POLICIES,
     STRATEGIES,
     Budgets,
     RunConfig,
@@ -117,7 +118,12 @@ def add_search_commands(sub: Any) -> None:
     g.add_argument("--trials", type=int, default=5)
     g.add_argument("--eval-seed", type=int, default=None, help="fix the evaluator's seeds (default: secret)")
     g.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
-    g.add_argument("--torch-fallback", choices=["mark", "reject"], default="mark")
+    g.add_argument("--torch-fallback", choices=FALLBACK_POLICIES, default=None,
+                   help="kernels whose work PyTorch does (torch ops in Python, ATen/cuBLAS/cuDNN in the extension, "
+                        "or ATen/library kernels taking >=50%% of the GPU time) are correct with the flag "
+                        "torch_fallback. mark (default): never the run's best, a parent, a verify leader or an "
+                        "export row; allow: ranked like any kernel; reject: rejected by the evaluator. On resume, "
+                        "mark and allow may be switched")
     g.add_argument("--build-timeout", type=float, default=900.0)
     g.add_argument("--run-timeout", type=float, default=300.0)
     g.add_argument("--warmup", type=int, default=3)
@@ -152,7 +158,8 @@ def _eval_config(args: argparse.Namespace, device: str) -> EvalConfig:
                           budget_s=args.timing_budget, input_sets=max(1, args.input_sets),
                           spot_checks=min(2, max(1, args.input_sets)))
     return EvalConfig(device=device, atol=args.atol, rtol=args.rtol, trials=args.trials, seed=args.eval_seed,
-                      compile_baseline=not args.no_compile, torch_fallback=args.torch_fallback, timing=timing,
+                      compile_baseline=not args.no_compile,
+                      torch_fallback="reject" if args.torch_fallback == "reject" else "mark", timing=timing,
                       limits=Limits(build_timeout_s=args.build_timeout, run_timeout_s=args.run_timeout),
                       profile=not args.no_profile, ncu=args.ncu)
 
@@ -210,13 +217,21 @@ def _new_config(args: argparse.Namespace, problem: Any, device: str) -> RunConfi
         temperature=args.temperature, max_tokens=args.max_answer_tokens, llm_timeout=args.llm_timeout,
         base_url=args.base_url, api_key_env=args.api_key_env, llm_jobs=args.llm_jobs, build_jobs=args.jobs,
         prompts_dir=args.prompts, prices=args.prices, params=params, budgets=budgets,
-        eval=_eval_config(args, device),
+        eval=_eval_config(args, device), torch_fallback=args.torch_fallback or "mark",
     )
 
 
 def _resumed_config(args: argparse.Namespace, config: RunConfig) -> RunConfig:
-    """Budgets, provider and parallelism may change on resume; what is searched may not."""
+    """Budgets, provider, parallelism and whether PyTorch fallbacks rank (mark or allow) may
+    change on resume; what is searched and how it is judged may not."""
     changes: dict[str, Any] = {"budgets": _budgets(args, config.budgets)}
+    policy = args.torch_fallback
+    if policy is not None and policy != config.torch_fallback:
+        if "reject" in (policy, config.torch_fallback):
+            raise UsageError(f"--torch-fallback {policy}: this run was made with --torch-fallback "
+                             f"{config.torch_fallback}; only mark and allow may be switched on resume "
+                             "(reject changes how kernels are judged)")
+        changes["torch_fallback"] = policy
     if args.llm:
         changes["llm"] = args.llm
     if args.llm_timeout is not None:
@@ -385,7 +400,10 @@ def cmd_best(args: argparse.Namespace) -> int:
         run = store.run()
         best = store.best(run.id)
         if best is None:
-            raise UsageError(f"{dirs[0]}: no correct kernel yet")
+            held = store.held_out(run.id)
+            raise UsageError(f"{dirs[0]}: no correct kernel yet" + (
+                f" of its own ({len(held)} held out as PyTorch fallbacks, torch_fallback; "
+                f"`kernelsearch run --resume {dirs[0]} --torch-fallback allow` ranks them)" if held else ""))
         source = store.candidate(best.candidate_id).source
         pub = published(store, best.candidate_id, run.config.eval.device)
     args.output.parent.mkdir(parents=True, exist_ok=True)

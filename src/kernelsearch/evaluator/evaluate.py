@@ -28,6 +28,7 @@ from kernelsearch.evaluator.sandbox.scratch import make_workdir
 from kernelsearch.evaluator.screen.python import screen
 from kernelsearch.evaluator.timing.ceilings import ceilings, roofline
 from kernelsearch.evaluator.timing.profiling import from_report, ncu_profile, summarise
+from kernelsearch.evaluator.verdict.library import library_share
 from kernelsearch.evaluator.verdict.protocol import protocol_violation
 from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats, TrialCheck
 from kernelsearch.evaluator.verdict.roofline import impossible
@@ -294,7 +295,7 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     forged = protocol_violation(cand.messages, len(trial_seeds), config.timing, len(timing_seeds))
     if forged:
         return _verdict(res, Status.REJECTED, forged)
-    fallback = _observed_torch_compute(cand, res)
+    fallback = "; ".join(filter(None, (_observed_torch_compute(cand, res), _library_compute(cand, res))))
     if fallback and config.torch_fallback == "reject":
         return _verdict(res, Status.REJECTED, "uses PyTorch compute on the forward path (seen while it ran: "
                         + fallback + ")")
@@ -393,6 +394,18 @@ def _observed_torch_compute(cand: WorkerOutcome, res: EvalResult) -> str:
         res.flags.append("torch_fallback")
     res.errors.append("forward ran PyTorch compute: " + summary)
     return summary
+
+
+def _library_compute(cand: WorkerOutcome, res: EvalResult) -> str:
+    """PyTorch's own kernels doing the work inside a CUDA extension, seen in the profiled
+    forward (verdict/library.py): flags the result and returns a summary, or ""."""
+    share = library_share(cand.first("profile")) if res.device == "cuda" else None
+    if share is None or not share.fallback:
+        return ""
+    if "torch_fallback" not in res.flags:
+        res.flags.append("torch_fallback")
+    res.errors.append(share.describe())
+    return share.describe()
 
 
 def _profile_mismatch(cand: WorkerOutcome, timing: TimingStats | None) -> str:

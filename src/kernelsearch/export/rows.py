@@ -1,7 +1,8 @@
 """Rows of the exported dataset, built from a run's archive alone.
 
 One row per (run, candidate): a kernel that was judged correct in that run and whose latest
-re-verification passed (or, on request, one not re-verified yet). The row carries everything a
+re-verification passed (or, on request, one not re-verified yet), unless the run holds it out
+as PyTorch's work (torch_fallback). The row carries everything a
 training pipeline needs without opening the archive: the reference and kernel sources, the
 timings with their noise, the idea that produced the kernel and the chain of ancestors it came
 from. ``SCHEMA`` is the single description of the columns: the Parquet writer builds its Arrow
@@ -60,7 +61,8 @@ SCHEMA: tuple[Column, ...] = (
     Column("torch_version", "string", "PyTorch version of the evaluation"),
     Column("status", "string", "verdict of the evaluation; always `correct` in an export"),
     Column("reason", "string", "the evaluator's one-line reason"),
-    Column("flags", "list<string>", "evaluator marks, e.g. `torch_fallback`"),
+    Column("flags", "list<string>", "evaluator marks, e.g. `torch_fallback` (only in runs made with "
+                                    "`--torch-fallback allow`: other runs do not export such kernels)"),
     Column("candidate_ms", "float64", "median time of the kernel's forward, ms"),
     Column("candidate_rel_spread", "float64", "IQR / median of the kernel's timings"),
     Column("eager_ms", "float64", "median time of the eager PyTorch reference, ms"),
@@ -114,7 +116,8 @@ def export_rows(run_dir: str | Path, include_unverified: bool = False) -> Iterat
 def run_rows(store: RunStore, run_id: str, include_unverified: bool = False) -> list[dict[str, Any]]:
     """Rows for one run: its correct kernels whose latest re-verification passed, plus the
     not-yet-verified ones when ``include_unverified``. A kernel that failed re-verification is
-    never exported: it is not correct."""
+    never exported: it is not correct. Nor is one the run holds out as PyTorch's work
+    (torch_fallback, unless the run was made with --torch-fallback allow: ``RunStore.held_out``)."""
     run = store.run(run_id)
     problem_name, reference = store.problem_source(run.problem_id)
     lineage = store.lineage(run.id)
@@ -126,9 +129,10 @@ def run_rows(store: RunStore, run_id: str, include_unverified: bool = False) -> 
             results[cid] = store.result(run.id, cid)
         return results[cid]
 
+    held_out = set(store.held_out(run.id))
     rows = []
     for lrow in lineage:
-        if lrow["status"] != "evaluated":
+        if lrow["status"] != "evaluated" or lrow["candidate_id"] in held_out:
             continue
         res = result(lrow["candidate_id"])
         if res is None or res.status.value != "correct":

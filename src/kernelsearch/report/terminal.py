@@ -38,6 +38,10 @@ def print_result(r: EvalResult) -> None:
     console.print(f"status: [{style}]{r.status.value}[/]  {r.reason}", markup=True, highlight=False)
     if r.flags:
         console.print(f"flags: {', '.join(r.flags)}")
+    if "torch_fallback" in r.flags:
+        console.print("torch_fallback: PyTorch did the work (" + "; ".join(
+            e for e in r.errors if "PyTorch" in e or "library" in e)[:400] + "). A search never ranks such a "
+            "kernel (best, parents, export) unless run with --torch-fallback allow.", markup=False, highlight=False)
     t = Table(show_header=True, header_style="bold")
     for col in ("", "median ms (±IQR/median)", "min ms", "n", "speedup"):
         t.add_column(col)
@@ -107,11 +111,16 @@ def print_bench(summary) -> None:
         for own in (False, True) if marked else (False,):
             sp = summary.speedups(b, own_kernels=own)
             row = fast_p_table(sp, FAST_P_THRESHOLDS)
-            f.add_row(b + (" (own kernels)" if own else ""), *(f"{v:.0%}" for v in row.values()), _x(geomean(sp)))
+            label = b + ((" (own kernels only)" if own else " (incl. torch_fallback)") if marked else "")
+            f.add_row(label, *(f"{v:.0%}" for v in row.values()), _x(geomean(sp)))
     console.print(f)
     if marked:
-        console.print(f"marked torch_fallback (PyTorch compute on the forward path; left out of the 'own kernels' "
-                      f"rows): {', '.join(marked)}")
+        console.print(f"marked torch_fallback (PyTorch did the work: PyTorch compute on the forward path, or "
+                      f"ATen/library kernels taking most of the GPU time): {', '.join(marked)}. The "
+                      f"'incl. torch_fallback' rows count them as solved, the 'own kernels only' rows as unsolved "
+                      f"(a search never ranks them unless run with --torch-fallback allow).")
+    else:
+        console.print("no kernel marked torch_fallback: every correct kernel did its own work")
     n = len(summary.results)
     have = sum(r is not None for _, r in summary.results)
     console.print(f"correctness rate {correctness_rate(summary.correct()):.0%} over {n} problems "

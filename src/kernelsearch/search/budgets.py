@@ -49,6 +49,7 @@ class Spent:
     cost_usd: float = 0.0
     elapsed_s: float = 0.0
     best_speedup: float | None = None
+    held_out: int = 0  # correct kernels kept out of the ranking as PyTorch's work (torch_fallback)
 
 
 def llm_stop(b: Budgets, s: Spent) -> Stop | None:

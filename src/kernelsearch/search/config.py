@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
+from kernelsearch.search.ranking import FALLBACK_POLICIES
 
 STRATEGIES = ("single", "best-of-n", "refine", "branch", "evolve")
 DEVICE_BACKEND = {"cpu": "cpp", "cuda": "cuda"}
@@ -55,6 +56,20 @@ class RunConfig:
     params: StrategyParams = field(default_factory=StrategyParams)
     budgets: Budgets = field(default_factory=Budgets)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    # kernels marked torch_fallback (PyTorch did the work): "mark" holds them out of the run's
+    # ranking (best, parents, verify, export), "allow" ranks them, "reject" has the evaluator
+    # reject them (search.ranking.eligible_sql is the rule)
+    torch_fallback: str = "mark"
+
+    def __post_init__(self) -> None:
+        if self.torch_fallback not in FALLBACK_POLICIES:
+            raise ValueError(f"torch_fallback must be one of {FALLBACK_POLICIES}, not {self.torch_fallback!r}")
+        # the evaluator knows mark and reject; either side asking for reject means reject
+        # (a run stored before this field existed has only eval.torch_fallback)
+        if "reject" in (self.torch_fallback, self.eval.torch_fallback):
+            object.__setattr__(self, "torch_fallback", "reject")
+            if self.eval.torch_fallback != "reject":
+                object.__setattr__(self, "eval", replace(self.eval, torch_fallback="reject"))
 
     def with_(self, **changes: Any) -> RunConfig:
         return replace(self, **changes)

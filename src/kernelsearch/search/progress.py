@@ -24,7 +24,7 @@ class View:
     def proposed(self, n: int, candidates: int, spent: Spent) -> None: ...
     def evaluating(self, n: int, count: int) -> None: ...
     def evaluated(self, n: int, candidate_id: str, result: EvalResult | None, spent: Spent, evaluated: int,
-                  speedup: float | None = None) -> None: ...
+                  speedup: float | None = None, held_out: bool = False) -> None: ...
     def stopped(self, stop: Stop, spent: Spent, evaluated: int) -> None: ...
     def close(self) -> None: ...
 
@@ -35,6 +35,7 @@ def _status_line(n: int | None, spent: Spent, evaluated: int) -> Text:
         ("round ", "dim"), (str(n) if n is not None else "-", "bold"),
         ("  evaluated ", "dim"), (str(evaluated), "bold"),
         ("  best ", "dim"), (best, "bold green" if spent.best_speedup else "bold"),
+        *((("  held out ", "dim"), (str(spent.held_out), "bold yellow")) if spent.held_out else ()),
         ("  tokens ", "dim"), (f"{spent.tokens:,}", "bold"),
         ("  cost ", "dim"), (f"${spent.cost_usd:.4f}", "bold"),
         ("  time ", "dim"), (f"{spent.elapsed_s:.0f}s", "bold"),
@@ -75,12 +76,15 @@ class RichView(View):
         self._print(f"round {n}: evaluating {count} candidate(s)")
 
     def evaluated(self, n: int, candidate_id: str, result: EvalResult | None, spent: Spent, evaluated: int,
-                  speedup: float | None = None) -> None:
-        """``speedup``: the kernel's, against the run's pooled baseline (search.ranking)."""
+                  speedup: float | None = None, held_out: bool = False) -> None:
+        """``speedup``: the kernel's, against the run's pooled baseline (search.ranking);
+        ``held_out``: correct, but kept out of the ranking as PyTorch's work (torch_fallback)."""
         if result is not None:
             style = _STYLE.get(result.status.value, "yellow")
             sp = f" {speedup:.2f}x" if speedup is not None else ""
-            self._print(f"  {candidate_id} [{style}]{result.status.value}[/]{sp}  [dim]{escape(result.reason[:90])}[/]")
+            held = " [yellow]held out (torch_fallback: PyTorch did the work)[/]" if held_out else ""
+            self._print(f"  {candidate_id} [{style}]{result.status.value}[/]{sp}{held}  "
+                        f"[dim]{escape(result.reason[:90])}[/]")
         self._print_status(n, spent, evaluated)
         self._status(spent, evaluated)
 

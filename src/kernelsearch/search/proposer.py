@@ -42,6 +42,10 @@ OPEN_IDEA = ("Your choice: make it as fast as you can on this hardware, using th
              "this problem (fusing passes, contiguous and vectorised memory access, parallel loops, ...).")
 
 
+HELD_OUT = ("but PyTorch/ATen did the work (marked torch_fallback), so this run does not count it: write the "
+            "computation as kernels of your own")
+
+
 class RoundFailed(Exception):
     """Every request of a batch failed (bad key, unknown model, provider down): stop the run."""
 
@@ -114,6 +118,8 @@ class Proposer:
         if result is None:
             return None
         fb = Feedback.from_result(result)
+        if candidate_id in self.store.held_out(self.run_id):  # refine's chain tip may be one
+            fb = replace(fb, reason=(fb.reason + "; " if fb.reason else "") + HELD_OUT)
         base = self.store.baseline(self.run_id, before_round=round_no)
         ms = self.store.ranked_ms(self.run_id, candidate_id)
         return replace(fb, candidate_ms=ms or fb.candidate_ms, eager_ms=base.eager_ms or fb.eager_ms,

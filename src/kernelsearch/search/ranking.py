@@ -22,6 +22,22 @@ from typing import Any
 
 Key = tuple[str, str]  # (problem_id, device): kernels are compared only within one
 
+FALLBACK_FLAG = "torch_fallback"  # the evaluator's mark: PyTorch (in Python or ATen in the extension) did the work
+# A run's --torch-fallback: "mark" (default) keeps marked kernels out of its ranking, "allow"
+# ranks them like any other, "reject" has the evaluator reject them.
+FALLBACK_POLICIES = ("mark", "allow", "reject")
+
+
+def eligible_sql(policy: str, e: str = "e") -> str:
+    """The one rule for which correct kernels a run may rank, as an SQL condition over the
+    evaluation row ``e``: every ranking (best, round best, members: branch's top-k, evolve's
+    parents, prompts' "best so far", `verify`'s and confirmation's leaders, export) ANDs it in.
+    A kernel marked torch_fallback is PyTorch's speed, not the search's: it is held out unless
+    the run's policy is ``allow``. (``flags`` is the JSON list the evaluator wrote.)"""
+    if policy not in FALLBACK_POLICIES:
+        raise ValueError(f"unknown torch-fallback policy {policy!r}")
+    return "1" if policy == "allow" else f"instr({e}.flags, '\"{FALLBACK_FLAG}\"') = 0"
+
 
 def ranked_time_sql(e: str = "e") -> str:
     """The time a candidate is ranked by, as an SQL expression over its evaluation row ``e``:

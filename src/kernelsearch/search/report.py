@@ -42,15 +42,17 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
     base = store.baseline(rid)
     verdict: dict[int, Any] = {}
     for row in store.conn.execute(
-            f"SELECT e.id, e.status, {ranked_time_sql()} AS ranked_ms, e.problem_id, e.device FROM evaluations e "
+            f"SELECT e.id, e.status, {ranked_time_sql()} AS ranked_ms, e.problem_id, e.device, "
+            f"{store.eligible(rid)} AS eligible FROM evaluations e "
             "JOIN lineage l ON l.evaluation_id = e.id WHERE l.run_id=?", (rid,)):
         verdict[row[0]] = row
     by_id = {r["candidate_id"]: r for r in lineage}
 
     def fastest(rows: list[dict[str, Any]]) -> tuple[float, dict[str, Any]] | None:
-        """The fastest correct kernel of these rows on the run's problem and device."""
+        """The fastest correct kernel of these rows on the run's problem and device that the
+        run may rank (not held out as PyTorch's work)."""
         timed = [(float(v["ranked_ms"]), r) for r in rows
-                 if (v := verdict[r["evaluation_id"]])["status"] == "correct"
+                 if (v := verdict[r["evaluation_id"]])["status"] == "correct" and v["eligible"]
                  and (v["problem_id"], v["device"]) == key and v["ranked_ms"]]
         return min(timed, key=lambda x: x[0]) if timed else None
 
@@ -66,6 +68,7 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
         rounds.append({
             "round": rd.round, "kind": rd.kind, "status": rd.status, "candidates": len(rows),
             "evaluated": len(done), "correct": len(correct),
+            "held_out": sum(not verdict[r["evaluation_id"]]["eligible"] for r in correct),
             "round_best_speedup": base.speedups(round_best[0])[0] if round_best else None,
             "best_speedup": base.speedups(best_so_far[0])[0] if best_so_far else None,
             "best_candidate_id": best_so_far[1]["candidate_id"] if best_so_far else None,
@@ -91,6 +94,8 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
         "run_id": rid, "problem": name, "strategy": run.strategy, "llm": run.config.llm,
         "device": run.config.eval.device, "status": run.status, "stop_reason": run.stop_reason,
         "stop_detail": run.stop_detail, "rounds": rounds, "best": best,
+        # correct kernels PyTorch did the work of, kept out of best, parents, verify and export
+        "torch_fallback": run.config.torch_fallback, "held_out": store.held_out(rid),
         "baseline": {"eager_ms": base.eager_ms, "compile_ms": base.compile_ms, "evaluations": base.evaluations},
         "candidates": len(lineage), "evaluated": sum(r["status"] == "evaluated" for r in lineage),
         "pending": sum(r["status"] == "pending" for r in lineage),
@@ -135,7 +140,8 @@ def print_trajectory(t: dict[str, Any], console: Console | None = None) -> None:
         if r["status"] != "evaluated":
             label += f" [{r['status']}]"
         idea = f"[{r['family']}] {r['idea']}" if r["idea"] else "-"
-        table.add_row(escape(label), str(r["candidates"]), f"{r['correct']}/{r['evaluated']}",
+        held = f" ({r['held_out']} held out)" if r.get("held_out") else ""
+        table.add_row(escape(label), str(r["candidates"]), f"{r['correct']}/{r['evaluated']}{held}",
                       _x(r["round_best_speedup"]), _x(r["best_speedup"]), escape(idea[:160]))
     console.print(table)
     b = t["best"]
@@ -157,8 +163,14 @@ def print_trajectory(t: dict[str, Any], console: Console | None = None) -> None:
         console.print(f"round speedups are against the run's baseline: eager {_ms(base['eager_ms'])}, "
                       f"torch.compile {_ms(base['compile_ms'])} "
                       f"(medians over {base['evaluations']} evaluation(s))", highlight=False)
-    else:
-        console.print("best kernel: none correct yet")
+    held = t.get("held_out") or []
+    if not b["candidate_id"]:
+        console.print("best kernel: " + ("none of its own yet: every correct kernel is held out (below)" if held
+                                         else "none correct yet"), highlight=False)
+    if held:
+        console.print(f"held out: {len(held)} correct kernel(s) whose work PyTorch/ATen did (torch_fallback), "
+                      f"never best, parents or exported; `run --resume ... --torch-fallback allow` ranks them: "
+                      + ", ".join(held[:5]) + (" ..." if len(held) > 5 else ""), highlight=False)
     cost = f"${t['cost_usd']:.4f}" + (f" (+{t['unpriced_calls']} unpriced)" if t["unpriced_calls"] else "")
     console.print(f"{t['candidates']} candidates ({t['evaluated']} evaluated, {t['pending']} pending), "
                   f"{t['ideas']} ideas, {t['llm_calls']} LLM calls ({t['llm_errors']} failed), "

@@ -27,7 +27,7 @@ from kernelsearch.llm.base import LLMRequest
 from kernelsearch.llm.extract import Idea
 from kernelsearch.problems.loader import Problem
 from kernelsearch.search.config import RunConfig
-from kernelsearch.search.ranking import Baseline, pooled_baselines, ranked_time_sql
+from kernelsearch.search.ranking import Baseline, eligible_sql, pooled_baselines, ranked_time_sql
 
 DB_NAME = "run.sqlite"
 LOCK_NAME = "run.lock"
@@ -254,6 +254,7 @@ class RunStore:
             f"""SELECT l.candidate_id, {ranked_time_sql()} AS ranked_ms
                 FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id
                 WHERE l.run_id=? AND l.round=? AND e.status='correct' AND e.problem_id=? AND e.device=?
+                  AND {self.eligible(run_id)}
                 ORDER BY ranked_ms IS NULL, ranked_ms, l.created_at, l.rowid LIMIT 1""",
             (run_id, n, problem_id, device)).fetchone()
         outcomes = {i.id: self.idea_result(run_id, i.id, base) for i in self.ideas(run_id)}
@@ -334,7 +335,8 @@ class RunStore:
         baseline, when the caller has it)."""
         base = self.baseline(run_id) if base is None else base
         rows = self.conn.execute(
-            f"""SELECT l.status, e.status AS verdict, {ranked_time_sql()} AS ranked_ms, e.reason, l.parent_ids
+            f"""SELECT l.status, e.status AS verdict, {ranked_time_sql()} AS ranked_ms, e.reason, l.parent_ids,
+                       {self.eligible(run_id)} AS eligible
                 FROM lineage l LEFT JOIN evaluations e ON e.id = l.evaluation_id
                 WHERE l.run_id=? AND l.idea_id=?""", (run_id, idea_id)).fetchall()
         if not rows:
@@ -344,6 +346,12 @@ class RunStore:
             return f"{len(rows)} kernel(s), not evaluated yet"
         correct = [r for r in done if r["verdict"] == "correct"]
         head = f"{len(rows)} kernel(s), {len(correct)} correct"
+        ranked = [r for r in correct if r["eligible"]]
+        if len(ranked) < len(correct):  # the model should learn that PyTorch's speed does not count
+            head += f" ({len(correct) - len(ranked)} held out: PyTorch/ATen did the work)"
+            if not ranked:
+                return head
+        correct = ranked
         if correct:
             fastest = min((r["ranked_ms"] for r in correct if r["ranked_ms"]), default=None)
             best = base.speedups(fastest)[0] or 0.0
@@ -442,8 +450,24 @@ class RunStore:
         rounds before that one only)."""
         return pooled_baselines(self.conn, run_id, before_round).get(self.key(run_id), Baseline())
 
+    def eligible(self, run_id: str) -> str:
+        """The run's rule for which correct kernels it may rank (`ranking.eligible_sql` under
+        its --torch-fallback policy), an SQL condition over the evaluation row ``e``."""
+        return eligible_sql(self.run(run_id).config.torch_fallback)
+
+    def held_out(self, run_id: str) -> list[str]:
+        """Correct kernels of the run that its policy keeps out of every ranking (marked
+        torch_fallback, under --torch-fallback mark), in the order they were proposed."""
+        problem_id, device = self.key(run_id)
+        return [r[0] for r in self.conn.execute(
+            f"""SELECT l.candidate_id FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id
+                WHERE l.run_id=? AND e.status='correct' AND e.problem_id=? AND e.device=?
+                  AND NOT ({self.eligible(run_id)})
+                ORDER BY l.round, l.created_at, l.rowid""", (run_id, problem_id, device))]
+
     def members(self, run_id: str, base: Baseline | None = None) -> list[Member]:
-        """Every correct kernel of the run, fastest first (by its own time, never by its
+        """Every correct kernel of the run that it may rank (`eligible`: not PyTorch's work,
+        unless the run allows that), fastest first (by its own time, never by its
         evaluation's own speedup, which eager's noise moves); a kernel whose latest
         re-verification failed is left out (it keeps its evaluation row and the verification
         says why). Speedups are against the run's pooled baseline (or ``base``)."""
@@ -453,6 +477,7 @@ class RunStore:
             f"""SELECT l.candidate_id, l.round, l.origin, l.idea_id, l.parent_ids, {ranked_time_sql()} AS ranked_ms
                 FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id
                 WHERE l.run_id=? AND e.status='correct' AND e.problem_id=? AND e.device=?
+                  AND {self.eligible(run_id)}
                   AND COALESCE((SELECT v.ok FROM verifications v WHERE v.candidate_id = l.candidate_id
                                 ORDER BY v.id DESC LIMIT 1), 1) = 1
                 ORDER BY ranked_ms IS NULL, ranked_ms, l.created_at, l.rowid""", (run_id, problem_id, device))

@@ -7,7 +7,9 @@ few lines of summary for the refine, branch and evolve prompts. Where ``ncu`` is
 and asked for (``EvalConfig.ncu``), one more run of the candidate's worker under Nsight
 Compute adds memory and compute throughput, occupancy and the top warp stall reasons.
 
-Everything here is feedback, never a verdict: a profiler that fails only loses lines.
+Everything here is feedback, never a verdict: a profiler that fails only loses lines. (The
+share of GPU time in PyTorch's own kernels is shown here too; the verdict's use of it is
+evaluate._library_compute, from the same report.)
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.sandbox.tool_run import tool_run
+from kernelsearch.evaluator.verdict.library import library_share
 from kernelsearch.problems.loader import Problem
 
 TOP = 5  # kernels or ops named in a summary
@@ -57,6 +60,9 @@ def from_report(msg: dict[str, Any] | None, device: str, candidate_ms: float | N
     for key in ("busy_ms", "wall_ms"):
         if isinstance(msg.get(key), (int, float)):
             prof[key] = float(msg[key])
+    share = library_share(msg) if device == "cuda" else None
+    if share is not None:
+        prof["library_share"] = share.share  # of the busy time, in PyTorch/library compute kernels
     prof["summary"] = summarise(prof, device, candidate_ms)
     return prof
 
@@ -73,6 +79,9 @@ def summarise(prof: dict[str, Any], device: str, candidate_ms: float | None) -> 
             if candidate_ms:
                 head += f" of the {candidate_ms:.4g} ms median ({min(100.0, 100 * busy / candidate_ms):.0f}%)"
         lines.append(head + ".")
+        if prof.get("library_share"):
+            lines.append(f"{100 * prof['library_share']:.0f}% of that time was in PyTorch/library kernels (ATen, "
+                         f"cuBLAS, cuDNN), not in kernels of your own.")
         total = sum(k["total_ms"] for k in kernels) or 1.0
         for k in kernels[:TOP]:
             lines.append(f"- {_short(k['name'])}: {k['total_ms']:.4g} ms over {k['calls']} launch(es), "

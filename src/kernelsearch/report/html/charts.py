@@ -85,6 +85,9 @@ def empty_note(fig: go.Figure, text: str, row: int | None = None, col: int | Non
 
 
 def _speed(c: CandidateRow, baseline: str) -> float | None:
+    """A kernel's speedup where the run ranks it (a held-out fallback counts as unsolved)."""
+    if not c.ranked:
+        return None
     return c.speedup_eager if baseline == "eager" else c.speedup_compile
 
 
@@ -186,7 +189,8 @@ def coverage_chart(runs: Sequence[RunData]) -> Chart:
     )
     shown: set[str] = set()
     for run in runs:
-        speeds = [c.speedup_eager if c.correct else None for c in run.samples]
+        # a held-out fallback is correct (pass@k) but never fast (fast_1@k)
+        speeds = [(c.speedup_eager if c.ranked else 0.0) if c.correct else None for c in run.samples]
         if not speeds:
             continue
         for col, p in ((1, None), (2, 1.0)):
@@ -249,7 +253,7 @@ def _by_candidates(run: RunData) -> tuple[list[int], list[float | None], list[st
     xs, ys, hover, best = [], [], [], None
     for i, c in enumerate(run.evaluated, start=1):
         if (
-            c.correct
+            c.ranked
             and c.speedup_eager is not None
             and (best is None or c.speedup_eager > best[0])
         ):
@@ -311,7 +315,7 @@ def trajectory_charts(runs: Sequence[RunData]) -> list[Chart]:
                 row=1,
                 col=2,
             )
-            each = [(k, cand) for k, cand in enumerate(run.evaluated, start=1) if cand.correct]
+            each = [(k, cand) for k, cand in enumerate(run.evaluated, start=1) if cand.ranked]
             fig.add_trace(
                 go.Scatter(
                     x=[k for k, _ in each],

@@ -43,6 +43,7 @@ class CandidateRow:
     verification: str = ""
     created_at: float = 0.0
     evaluated_at: float | None = None
+    held_out: bool = False  # correct, but PyTorch's work: kept out of the run's ranking (RunStore.held_out)
 
     @property
     def evaluated(self) -> bool:
@@ -51,6 +52,11 @@ class CandidateRow:
     @property
     def correct(self) -> bool:
         return self.status == Status.CORRECT.value
+
+    @property
+    def ranked(self) -> bool:
+        """Correct and one the run ranks: what the best-so-far and fast_p charts count."""
+        return self.correct and not self.held_out
 
     @property
     def pct_of_floor(self) -> float | None:
@@ -169,7 +175,7 @@ def depths(tree: dict[str, list[str]]) -> dict[str, int]:
     return depth
 
 
-def _candidate(store: RunStore, run_id: str, row: dict[str, Any], base: Baseline) -> CandidateRow:
+def _candidate(store: RunStore, run_id: str, row: dict[str, Any], base: Baseline, held_out: set[str]) -> CandidateRow:
     cand = store.candidate(row["candidate_id"])
     idea, family = idea_label(store, row)
     c = CandidateRow(
@@ -192,6 +198,9 @@ def _candidate(store: RunStore, run_id: str, row: dict[str, Any], base: Baseline
     if r is None:
         return c
     c.status, c.reason = r.status.value, r.reason
+    c.held_out = c.id in held_out
+    if c.held_out:
+        c.reason = f"held out of the ranking: PyTorch did the work (torch_fallback); {c.reason}"
     c.speedup_eager, c.speedup_compile = base.speedups(store.ranked_ms(run_id, c.id))
     c.spread_eager, c.spread_compile = speedup_spread(r, "eager"), speedup_spread(r, "compile")
     c.candidate_ms, c.roofline, c.profile = r.candidate_ms, r.roofline, r.profile
@@ -205,7 +214,7 @@ def _ideas(store: RunStore, run_id: str, cands: list[CandidateRow]) -> list[Idea
     speed = {
         c.id: c.speedup_eager
         for c in cands
-        if c.correct and not c.verification.startswith("failed")
+        if c.ranked and not c.verification.startswith("failed")
     }
     out = []
     for i in store.ideas(run_id):
@@ -219,7 +228,8 @@ def load_run(store: RunStore, run_id: str, label: str) -> RunData:
     run = store.run(run_id)
     t = trajectory(store, run_id)
     base = store.baseline(run_id)
-    cands = [_candidate(store, run_id, row, base) for row in store.lineage(run_id)]
+    held = set(store.held_out(run_id))
+    cands = [_candidate(store, run_id, row, base, held) for row in store.lineage(run_id)]
     calls = [
         CallRow(
             float(c["created_at"]),
