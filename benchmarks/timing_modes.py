@@ -13,6 +13,9 @@ follows where the input and output sit says it is their placement. Protocols:
   fresh inputs per call, and with fresh inputs while the previous call's output is kept alive
   (as the guards keep it).
 - ``offset``: the plain protocol with the input placed at offsets into one large buffer.
+- ``probe``: is a slow process slow at everything? The bandwidth of a 2 GiB fill and copy,
+  the kernel in the timed loop (4 ms cover), the SM and memory clocks and throttle reasons read
+  once under load, then the kernel again after 8 GiB more is held (other physical pages).
 - ``cover``: the timed loop (fresh inputs, the previous output kept, a 3 ms host pause before
   each call as the guards' checks make) with the memory traffic before each call (``rewarm_us``)
   at 1, 2, 4 and 8 ms, in three interleaved rounds, without the loop's own growth of the cover
@@ -117,6 +120,55 @@ def loop(model, problem, seeds: list[int], mode: str) -> dict:
     return {**_summary(run.samples_ms, layouts), "late": run.late}
 
 
+def _bandwidth(work, nbytes: int, reps: int = 5) -> float:
+    """GB/s of ``work``, the median over ``reps`` calls."""
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        work()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    return nbytes / statistics.median(times) / 1e6
+
+
+def _clocks_under_load() -> str:
+    import subprocess
+
+    buf = torch.empty(1 << 28, device="cuda")
+    for _ in range(400):  # ~0.5 s of fills queued, then the query while they run
+        buf.fill_(1.0)
+    q = subprocess.run(["nvidia-smi", "--query-gpu=pstate,clocks.sm,clocks.mem,power.draw,temperature.gpu,"
+                        "clocks_event_reasons.active", "--format=csv,noheader"], capture_output=True, text=True)
+    torch.cuda.synchronize()
+    return q.stdout.strip() or q.stderr.strip()[:200]
+
+
+def probe(model, problem, seeds: list[int]) -> dict:
+    import time
+
+    n = 1 << 29  # 2 GiB of float32
+    bufs = [torch.empty(n, device="cuda"), torch.empty(n, device="cuda")]
+    out: dict = {"fill_gbs": _bandwidth(lambda: bufs[0].fill_(1.0), 4 * n),
+                 "copy_gbs": _bandwidth(lambda: bufs[1].copy_(bufs[0]), 8 * n)}
+    bufs.clear()
+    out["clocks"] = _clocks_under_load()
+
+    def timed() -> tuple[float, int]:
+        run = timing_mod.time_calls(model, [], "cuda", TimingConfig(rewarm_us=4000.0, min_reps=20, max_reps=20),
+                                    inputs_for=lambda k: common.make_inputs(problem, seeds[k % len(seeds)], "cuda"),
+                                    before=lambda: time.sleep(0.003))
+        return statistics.median(run.samples_ms), run.late
+
+    out["kernel_ms"], out["kernel_late"] = timed()
+    bufs.append(torch.empty(1 << 31, device="cuda"))  # 8 GiB held: the next allocations land on other pages
+    out["kernel_ms_moved"], out["kernel_late_moved"] = timed()
+    out["fill_gbs_after"] = _bandwidth(lambda: bufs[0][:n].fill_(1.0), 4 * n)
+    bufs.clear()
+    return out
+
+
 def cover(model, problem, seeds: list[int], rounds: int = 3) -> dict:
     import time
 
@@ -208,6 +260,8 @@ def main() -> int:
         result["offset"] = offsets(model, problem, 1)
     if "cover" in want:
         result["cover"] = cover(model, problem, seeds)
+    if "probe" in want:
+        result["probe"] = probe(model, problem, seeds)
     if args.json:
         args.json.write_text(json.dumps(result))
     for k, v in result.items():
