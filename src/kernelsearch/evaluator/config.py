@@ -17,6 +17,9 @@ def default_home() -> Path:
 # for calls, and each late call is made again, on fresh inputs: one retry per doubling
 MAX_COVER = 8
 LATE_RETRIES = 3
+# CUDA stream-order check (worker/streams.py): gated calls at most, the gate doubling each time;
+# only a call whose caller's stream waits for its side streams (or outlasts the gate) takes all
+STREAM_ORDER_CALLS = 3
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,10 @@ class EvalConfig:
     # more run under Nsight Compute (evaluator/timing/profiling.py); the roofline entry is always made
     profile: bool = True
     ncu: bool = False
+    # CUDA: one untimed call with every non-blocking stream held back (worker/streams.py), which
+    # rejects a forward that returns while work it queued on another stream is not ordered
+    # before the caller's stream
+    stream_check: bool = True
     # the GPU (index among those visible here) an executor lane pins both workers to, through
     # CUDA_VISIBLE_DEVICES; None: whatever is visible. Not part of any cache key: the same
     # model of GPU gives the same baselines.

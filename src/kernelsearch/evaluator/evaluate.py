@@ -21,8 +21,9 @@ from pathlib import Path
 
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.builds.cache import build_dir, building
+from kernelsearch.evaluator.builds.stream_shim import ShimUnavailable, shim_path
 from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
-from kernelsearch.evaluator.config import LATE_RETRIES, EvalConfig
+from kernelsearch.evaluator.config import LATE_RETRIES, STREAM_ORDER_CALLS, EvalConfig
 from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
 from kernelsearch.evaluator.sandbox.scratch import make_workdir
 from kernelsearch.evaluator.screen.python import screen
@@ -32,6 +33,7 @@ from kernelsearch.evaluator.verdict.library import library_share
 from kernelsearch.evaluator.verdict.protocol import protocol_violation
 from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats, TrialCheck
 from kernelsearch.evaluator.verdict.roofline import impossible
+from kernelsearch.evaluator.worker.streamshim import ENV as _SHIM_ENV
 from kernelsearch.problems.describe import describe_cached
 from kernelsearch.problems.loader import Problem
 
@@ -142,7 +144,8 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
 
     # 2. seeds: secret unless the user fixed one for an exact re-run
     res.seed = config.seed
-    init_seed, trial_seeds, timing_seeds = _draw_seeds(config, config.trials)
+    init_seed, trial_seeds, timing_seeds, order_seeds = _draw_seeds(config, config.trials)
+    shim_env = _stream_shim(config, res) if order_seeds else {}
 
     # 3. the workers' jobs, and the workers started
     prep.work = work = make_workdir("ks-eval-", _handover_bytes(problem, config))
@@ -155,7 +158,9 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
         cand_path.write_text(candidate.source)
         common = _common_job(problem, config, init_seed, timing_seeds, out_dir)
         prep.cand_job = {**common, "role": "candidate", "candidate_path": str(cand_path), "trial_seeds": trial_seeds,
-                         "backend": candidate.backend, "kernel_names": sc.kernels, "profile": config.profile}
+                         "backend": candidate.backend, "kernel_names": sc.kernels, "profile": config.profile,
+                         # the shim's path is in the job too, so the sandbox makes it readable
+                         "order_seeds": order_seeds, "stream_shim": shim_env.get(_SHIM_ENV, "")}
         prep.judge_job = {**common, "role": "judge", "atol": atol, "rtol": rtol,
                           # the user's own tolerance is taken as given; the problem's is guarded against vacuity
                           "guard_vacuous": config.atol is None and config.rtol is None,
@@ -163,7 +168,8 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
         lim = config.limits
         prep.cand = Worker(prep.cand_job, cand_dir, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
                            sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + lim.run_timeout_s,
-                           env_extra={"TORCH_EXTENSIONS_DIR": str(build_dir(config, candidate)), **config.worker_env()})
+                           env_extra={"TORCH_EXTENSIONS_DIR": str(build_dir(config, candidate)), **config.worker_env(),
+                                      **shim_env})
         prep.judge = _judge_worker(prep.judge_job, judge_dir, config)
     except BaseException:
         prep.close()
@@ -174,24 +180,38 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
 
 def _handover_bytes(problem: Problem, config: EvalConfig) -> int | None:
     """What the candidate worker writes for the judge: one output per trial, the determinism
-    run and each timed spot check (None when the problem cannot be described)."""
+    run, each timed spot check and the stream-order check's (None when the problem cannot be
+    described)."""
     desc = describe_cached(problem, config.device)
     if desc.error or not desc.outputs:
         return None
-    return sum(o.nbytes for o in desc.outputs) * (config.trials + 1 + config.timing.spot_checks)
+    return sum(o.nbytes for o in desc.outputs) * (config.trials + 2 + config.timing.spot_checks)
 
 
-def _draw_seeds(config: EvalConfig, trials: int) -> tuple[int, list[int], list[int]]:
-    """Model-init, trial and timing seeds: secret unless the user fixed one for an exact
-    re-run. Fresh inputs take one timing seed per call (warm-up calls first); else a few sets
-    rotated."""
+def _draw_seeds(config: EvalConfig, trials: int) -> tuple[int, list[int], list[int], list[int]]:
+    """Model-init, trial, timing and stream-order seeds: secret unless the user fixed one for
+    an exact re-run. Fresh inputs take one timing seed per call (warm-up calls first); else a
+    few sets rotated. The stream-order check (CUDA) takes one per call, none of them used
+    elsewhere, so no call of the check sees the inputs of another or of a timed call."""
     rng = random.Random(config.seed) if config.seed is not None else secrets.SystemRandom()
     draw = lambda: rng.randrange(1, 2**31 - 1)  # noqa: E731
     init_seed = draw()
     trial_seeds = [draw() for _ in range(trials)]
     t = config.timing
     n = t.warmup + t.max_reps + LATE_RETRIES if t.fresh_inputs else t.input_sets
-    return init_seed, trial_seeds, [draw() for _ in range(n)]
+    timing_seeds = [draw() for _ in range(n)]
+    n_order = 1 + STREAM_ORDER_CALLS if config.device == "cuda" and config.stream_check else 0
+    return init_seed, trial_seeds, timing_seeds, [draw() for _ in range(n_order)]
+
+
+def _stream_shim(config: EvalConfig, res: EvalResult) -> dict[str, str]:
+    """The candidate worker's environment entry for the stream shim; without a shim (no C
+    compiler) the stream-order check holds back torch's pool streams only, and the result says so."""
+    try:
+        return {_SHIM_ENV: str(shim_path(config.home))}
+    except ShimUnavailable as e:
+        res.errors.append(f"stream-order check: streams the candidate makes itself are not held back ({e})"[:500])
+        return {}
 
 
 def _common_job(problem: Problem, config: EvalConfig, init_seed: int, timing_seeds: list[int], out_dir: Path) -> dict:
@@ -238,7 +258,7 @@ def measure_baselines(problem: Problem, config: EvalConfig, archive: Archive,
     key = baseline_key(problem, config)
     if archive.get_baseline(key) is not None:
         return True
-    init_seed, _, timing_seeds = _draw_seeds(config, 0)
+    init_seed, _, timing_seeds, _ = _draw_seeds(config, 0)
     with tempfile.TemporaryDirectory(prefix="ks-baselines-") as tmp:
         out_dir = Path(tmp) / "out"
         out_dir.mkdir()
@@ -292,9 +312,15 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
         status, reason, log = failure
         res.build_log = log
         return _verdict(res, status, reason)
-    forged = protocol_violation(cand.messages, len(trial_seeds), config.timing, len(timing_seeds))
+    order_seeds = prep.cand_job.get("order_seeds") or []
+    forged = protocol_violation(cand.messages, len(trial_seeds), config.timing, len(timing_seeds), len(order_seeds))
     if forged:
         return _verdict(res, Status.REJECTED, forged)
+    order = cand.first("stream_order")
+    check_order = {"file": order["file"], "seed": order_seeds[order["input"]]} if order else None
+    if order and (order.get("shim") or order.get("unheld_streams")):
+        res.errors.append(f"stream-order check: not every stream the candidate made was held back (shim: "
+                          f"{str(order.get('shim') or 'loaded')[:200]}; unheld: {order.get('unheld_streams')})")
     fallback = "; ".join(filter(None, (_observed_torch_compute(cand, res), _library_compute(cand, res))))
     if fallback and config.torch_fallback == "reject":
         return _verdict(res, Status.REJECTED, "uses PyTorch compute on the forward path (seen while it ran: "
@@ -316,7 +342,7 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     cached = archive.get_baseline(key) if archive is not None else None
     # eager is timed again in every evaluation, right after the candidate, so that drift of the
     # device between evaluations cancels out of the speedup; torch.compile's comes from the cache
-    judge = _run_judge(prep.judge, {**prep.judge_job, "check_spots": spots,
+    judge = _run_judge(prep.judge, {**prep.judge_job, "check_spots": spots, "check_order": check_order,
                                     "baselines": True if cached is None else "eager"}, config)
     res.phase_s.update(_phases("judge", judge))
     if judge.first("done") is None:
@@ -347,7 +373,7 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     res.norm_error = max(norms) if norms else None
     res.candidate_timing = TimingStats.from_samples(samples, late)
 
-    if len(res.checks) < len(trial_seeds) + 1 + len(spots):
+    if len(res.checks) < len(trial_seeds) + 1 + len(spots) + (check_order is not None):
         return _verdict(res, Status.CRASHED, "the judge did not check every output")
     if mutated:
         args = sorted({i for m in mutated for i in m["mutated_inputs"]})

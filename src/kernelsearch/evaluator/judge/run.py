@@ -68,6 +68,18 @@ def run_judge(job: dict, ch: Channel) -> None:
                     c.reason = "two runs on the same inputs disagree: " + c.reason
                 ch.send("check", **c.__dict__)
         del ref, got
+    order = job.get("check_order")
+    if order:  # the stream-order check's snapshot: the output as the caller's stream saw it
+        got, why = load(order["file"])
+        tag = "stream order"
+        if got is None:
+            ch.send("check", tag=tag, ok=False, reason=why)
+        else:
+            c = compare(tag, got, reference(order["seed"]), atol, rtol, guard_vacuous=vacuity)
+            if not c.ok:
+                c.reason = ("wrong when its side streams run late (the caller's stream read their results without "
+                            "waiting for them): " + c.reason)
+            ch.send("check", **c.__dict__)
     for spot in job.get("check_spots", []):
         got, why = load(spot["file"])
         tag = f"timed call (input set {spot['input_set']})"

@@ -12,12 +12,15 @@ import re
 
 from kernelsearch.evaluator.config import TimingConfig
 
-_ONCE = ("built", "timing", "done", "observed", "profile")
+_ONCE = ("built", "timing", "done", "observed", "profile", "stream_order")
 _SPOT_FILE = re.compile(r"timed\d+\.kst")
+_ORDER_FILE = "order0.kst"
 
 
-def protocol_violation(messages: list[dict], trials: int, timing: TimingConfig, n_seeds: int) -> str:
-    """A reason if the messages cannot have come from the honest worker, else ""."""
+def protocol_violation(messages: list[dict], trials: int, timing: TimingConfig, n_seeds: int,
+                       order_seeds: int = 0) -> str:
+    """A reason if the messages cannot have come from the honest worker, else "".
+    ``order_seeds``: inputs the job gave the stream-order check (0: no check asked for)."""
     events = [m.get("event") for m in messages]
     for name in _ONCE:
         if events.count(name) > 1:
@@ -27,12 +30,17 @@ def protocol_violation(messages: list[dict], trials: int, timing: TimingConfig, 
     indices = [m.get("index") for m in messages if m.get("event") == "trial"]
     if indices != list(range(trials)):
         return f"the result channel reports trials {indices[:8]}, expected 0..{trials - 1} once each (forged)"
+    forged = _stream_order_violation(messages, order_seeds)
+    if forged:
+        return forged
     timed = next((m for m in messages if m.get("event") == "timing"), None)
     if timed is None:
         return ""
-    order = [e for e in events if e in ("trial", "observed", "timing")]
+    order = [e for e in events if e in ("trial", "observed", "stream_order", "timing")]
     if order[-1] != "timing" or "observed" not in order:
         return "the timing report arrived before the correctness trials finished (forged by the candidate)"
+    if order_seeds and "stream_order" not in order:
+        return "the timing report arrived without the stream-order check's report (forged by the candidate)"
     samples, spots = timed.get("samples_ms"), timed.get("spots")
     if not isinstance(samples, list) or not isinstance(spots, list):
         return "the timing report is malformed (forged by the candidate)"
@@ -53,4 +61,23 @@ def protocol_violation(messages: list[dict], trials: int, timing: TimingConfig, 
             return f"the timing report names output file {f!r} (forged by the candidate)"
         seen_sets.add(k)
         seen_files.add(f)
+    return ""
+
+
+def _stream_order_violation(messages: list[dict], order_seeds: int) -> str:
+    """The stream-order report: only when asked for, after the trials, naming the one file and
+    one of the check's own inputs."""
+    events = [m.get("event") for m in messages]
+    if "stream_order" not in events:
+        return ""
+    report = messages[events.index("stream_order")]
+    if not order_seeds:
+        return "the result channel carries a stream-order report the harness did not ask for (forged)"
+    if "observed" not in events or events.index("observed") > events.index("stream_order"):
+        return "the stream-order report arrived before the correctness trials finished (forged by the candidate)"
+    k = report.get("input")
+    if type(k) is not int or not 1 <= k < order_seeds:
+        return f"the stream-order report names input {k!r}, which the harness did not give it (forged)"
+    if report.get("file") != _ORDER_FILE:
+        return f"the stream-order report names output file {report.get('file')!r} (forged by the candidate)"
     return ""

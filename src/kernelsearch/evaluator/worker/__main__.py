@@ -26,6 +26,8 @@ import traceback
 from kernelsearch.evaluator.judge.run import run_judge
 from kernelsearch.evaluator.worker.candidate import build, run_candidate
 from kernelsearch.evaluator.worker.common import Channel, _tail
+from kernelsearch.evaluator.worker.streamshim import ENV as _SHIM_ENV
+from kernelsearch.evaluator.worker.streamshim import preload as _preload_shim
 
 # torch and the checks are imported lazily, inside main and the roles (whose modules import only
 # the standard library at their top), so that an ImportError still reaches the parent as a message.
@@ -36,7 +38,8 @@ from kernelsearch.evaluator.worker.common import Channel, _tail
 # a 10 s start on the lent H100. Nothing here runs candidate code.
 _PRELOAD = {
     "candidate": ("torch.utils.cpp_extension", "torch.profiler", "kernelsearch.evaluator.worker.guards",
-                  "kernelsearch.evaluator.timing.loop", "kernelsearch.evaluator.judge.codec"),
+                  "kernelsearch.evaluator.timing.loop", "kernelsearch.evaluator.judge.codec",
+                  "kernelsearch.evaluator.worker.streams"),
     "judge": ("kernelsearch.evaluator.worker.guards", "kernelsearch.evaluator.timing.loop",
               "kernelsearch.evaluator.judge.codec", "kernelsearch.evaluator.judge.compare"),
     "build": ("torch.utils.cpp_extension",),
@@ -46,6 +49,8 @@ _PRELOAD = {
 def main(argv: list[str]) -> int:
     ch = Channel(int(argv[1]))
     try:
+        if len(argv) > 2 and argv[2] == "candidate":  # before torch: the shim must precede the CUDA libraries
+            _preload_shim(os.environ.get(_SHIM_ENV, ""))
         import importlib
 
         import torch

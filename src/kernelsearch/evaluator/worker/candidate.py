@@ -81,8 +81,10 @@ def run_candidate(job: dict, ch: Channel) -> None:
 
     from kernelsearch.evaluator.judge.codec import write_tensors
     from kernelsearch.evaluator.timing import loop as timing  # noqa: F401 - binds its clocks before any candidate code runs
+    from kernelsearch.evaluator.worker import streamshim
     from kernelsearch.evaluator.worker.guards import CallGuard, GuardViolation
     from kernelsearch.evaluator.worker.launches import ComputeObserver
+    from kernelsearch.evaluator.worker.streams import StreamOrder
     from kernelsearch.problems.loader import load_module
 
     device = job["device"]
@@ -96,6 +98,7 @@ def run_candidate(job: dict, ch: Channel) -> None:
     before, after, settle, keep = guard.before, guard.after, guard.settle, guard.keep
     check_integrity, before_timed, after_timed, finish = (
         guard.check_integrity, guard.before_timed, guard.after_timed, guard.finish)
+    order_check = StreamOrder(*streamshim.loaded()).check
     cand = build(job, ch)
     if cand is None:
         return
@@ -136,6 +139,11 @@ def run_candidate(job: dict, ch: Channel) -> None:
                 del out2, again
             del out, inputs, originals
         ch.send("observed", torch_compute=dict(observer.seen))
+        if device == "cuda" and job.get("order_seeds") and not job.get("skip_timing"):
+            phase = "stream order"
+            ch.send("phase", phase="stream order")
+            _stream_order(order_check, model, problem, job, ch, before, after)
+            ch.send("phase", phase="run")
         if not job.get("skip_timing"):  # sanitizer runs: correctness only
             phase = "timing"
             _timed_loop(model, problem, job, ch, out_dir, before_timed, after_timed, finish)
@@ -155,6 +163,32 @@ def run_candidate(job: dict, ch: Channel) -> None:
                 traceback=_tail(traceback.format_exc()))
         return
     ch.send("done")
+
+
+def _stream_order(check, model, problem, job: dict, ch: Channel, before, after) -> None:
+    """The stream-order check (worker/streams.py) on the job's own fresh inputs, poisoned memory
+    before each call; its snapshot goes to the judge like a trial's output."""
+    from dataclasses import asdict
+
+    import torch
+
+    from kernelsearch.evaluator.judge.codec import write_tensors
+    from kernelsearch.evaluator.worker.streams import ORDER_FILE
+
+    device, dist, seeds = job["device"], job.get("distribution", "normal"), job["order_seeds"]
+
+    def inputs(k: int) -> list:
+        args = make_inputs(problem, seeds[k], device, dist)
+        _poison(device, max(64 << 20, 2 * _nbytes(args)))
+        return args
+
+    def forward(args: list):
+        with torch.no_grad():
+            return model(*args)
+
+    snap, report = check(forward, inputs, len(seeds), before, after)
+    write_tensors(Path(job["out_dir"]) / ORDER_FILE, snap)
+    ch.send("stream_order", file=ORDER_FILE, **asdict(report))
 
 
 def _timed_loop(model, problem, job: dict, ch: Channel, out_dir: Path, before, after, finish) -> None:
