@@ -16,6 +16,9 @@ follows where the input and output sit says it is their placement. Protocols:
 - ``probe``: is a slow process slow at everything? The bandwidth of a 2 GiB fill and copy,
   the kernel in the timed loop (4 ms cover), the SM and memory clocks and throttle reasons read
   once under load, then the kernel again after 8 GiB more is held (other physical pages).
+- ``sides``: the same timed loop with torch's pool streams held and joined (as the evaluator
+  does) and with none, alternating, two rounds, every sample kept: whether the slow first loop
+  (probe: 0.53-0.60 ms against 0.306 for the CRFM LayerNorm) is the 128 streams' waits.
 - ``cover``: the timed loop (fresh inputs, the previous output kept, a 3 ms host pause before
   each call as the guards' checks make) with the memory traffic before each call (``rewarm_us``)
   at 1, 2, 4 and 8 ms, in three interleaved rounds, without the loop's own growth of the cover
@@ -169,6 +172,32 @@ def probe(model, problem, seeds: list[int]) -> dict:
     return out
 
 
+class _NoSides(timing_mod._SideStreams):
+    """Holds and joins nothing: the caller's stream alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.streams, self._joins = [], []
+
+
+def sides(model, problem, seeds: list[int], rounds: int = 2) -> list[dict]:
+    import time
+
+    real, rows = timing_mod._SideStreams, []
+    try:
+        for r in range(rounds):
+            for held in (True, False):
+                timing_mod._SideStreams = real if held else _NoSides
+                run = timing_mod.time_calls(model, [], "cuda", TimingConfig(min_reps=20, max_reps=20),
+                                            inputs_for=lambda k: common.make_inputs(problem, seeds[k % len(seeds)], "cuda"),
+                                            before=lambda: time.sleep(0.003))
+                rows.append({"round": r, "held": held, "median_ms": statistics.median(run.samples_ms),
+                             "late": run.late, "samples_ms": [round(x, 4) for x in run.samples_ms]})
+    finally:
+        timing_mod._SideStreams = real
+    return rows
+
+
 def cover(model, problem, seeds: list[int], rounds: int = 3) -> dict:
     import time
 
@@ -260,6 +289,8 @@ def main() -> int:
         result["offset"] = offsets(model, problem, 1)
     if "cover" in want:
         result["cover"] = cover(model, problem, seeds)
+    if "sides" in want:
+        result["sides"] = sides(model, problem, seeds)
     if "probe" in want:
         result["probe"] = probe(model, problem, seeds)
     if args.json:
@@ -269,6 +300,10 @@ def main() -> int:
             rel = v.get("out_minus_in_mib") or [0]
             print(f"{k:11s} median {v['median_ms']:.4f} ms  min {v['min_ms']:.4f}  max {v['max_ms']:.4f}  "
                   f"iqr {100 * v['iqr_rel']:.1f}%  n {v['n']}  out-in MiB {sorted(set(round(r) for r in rel))[:6]}")
+        elif k == "sides":
+            for r in v:
+                print(f"sides round {r['round']} held={r['held']!s:5s} median {r['median_ms']:.4f} late {r['late']} "
+                      f"samples {r['samples_ms'][:6]}...")
         elif k == "cover":
             for label, runs in v.items():
                 print(f"cover {label:6s} " + "  ".join(f"{r['median_ms']:.4f} (late {r['late']})" for r in runs))
