@@ -296,7 +296,7 @@ def time_calls(
             if after is not None:
                 after(out)
             if rep in spot_at:  # copied now: what a later call does to this buffer cannot help it
-                spots.append((k, _copy(out)))
+                spots.append((k, copy_output(out)))
             del out, args
             rep += 1
             if rep >= cfg.min_reps and rep % 5 == 0:
@@ -307,9 +307,10 @@ def time_calls(
     return TimedRun(samples_ms=samples, spot_outputs=spots, late=n_late)
 
 
-def _copy(out: object) -> object:
+def copy_output(out: object) -> object:
+    """A copy of an output (tensor, or list/tuple of them) that later calls cannot change."""
     if isinstance(out, torch.Tensor):
         return out.detach().clone()
     if isinstance(out, (list, tuple)):
-        return [_copy(o) for o in out]
+        return [copy_output(o) for o in out]
     return out

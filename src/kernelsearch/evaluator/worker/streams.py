@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from kernelsearch.evaluator.config import STREAM_ORDER_CALLS
-from kernelsearch.evaluator.timing.loop import _SideStreams, _spin_cycles
+from kernelsearch.evaluator.timing.loop import _SideStreams, _spin_cycles, copy_output
 from kernelsearch.evaluator.worker.fingerprint import fingerprint
 from kernelsearch.evaluator.worker.guards import GuardViolation
 from kernelsearch.evaluator.worker.streamshim import StreamShim
@@ -106,14 +106,6 @@ def unordered_reason(first: str, own: int) -> str:
     return (f"the output changed after the caller's stream had finished with it: work on a side stream ({where}) "
             "is not ordered before the caller's stream (record an event on the side stream and make the "
             "caller's stream wait on it)")
-
-
-def _snapshot(out: object) -> object:
-    if isinstance(out, torch.Tensor):
-        return out.detach().clone()
-    if isinstance(out, (list, tuple)):
-        return [_snapshot(o) for o in out]
-    return out
 
 
 class StreamOrder:
@@ -195,7 +187,7 @@ class StreamOrder:
                 made = self.shim.open()
                 self._unheld = max(self._unheld, self.shim.failures() + self.shim.dropped())
         self._caller("after the stream-order call")
-        snap = _snapshot(out)  # on the caller's stream, behind what forward queued there
+        snap = copy_output(out)  # on the caller's stream, behind what forward queued there
         done = _Event()
         done.record(caller)
         first = race(done.query, opened.query)
