@@ -79,11 +79,12 @@ CLI_EVAL = ["--device", "cpu", "--no-compile", "--trials", "5", "--warmup", "1",
 FALLBACK_TAG = "# marked: torch_fallback"
 
 
-def fake_evaluate(problem, candidate, config, archive) -> EvalResult:
+def fake_evaluate(problem, candidate, config, archive, floor_ms: float | None = None) -> EvalResult:
     """Instant evaluation for budget and bookkeeping tests: a source tagged `# speed=X` is
     correct and X times faster than eager (eager takes 1 ms, the kernel 1/X ms: kernels are
     ranked by their own time), and flagged torch_fallback if also tagged `FALLBACK_TAG`;
-    anything else is incorrect. Recorded like the real one."""
+    anything else is incorrect. ``floor_ms``: a correct one gets a roofline with that floor
+    (so it is at 100 * floor_ms * X % of it). Recorded like the real one."""
     m = re.search(r"# speed=([0-9.]+)", candidate.source)
     r = EvalResult(problem=problem.name, problem_id=problem.id, candidate_id=candidate.id,
                    backend=candidate.backend, device=config.device,
@@ -93,6 +94,9 @@ def fake_evaluate(problem, candidate, config, archive) -> EvalResult:
         r.candidate_timing = TimingStats.from_samples([1.0 / float(m.group(1))])
         if FALLBACK_TAG in candidate.source:
             r.flags = ["torch_fallback"]
+        if floor_ms is not None:
+            r.roofline = {"floor_ms": floor_ms, "bound": "memory", "min_bytes": 1e6, "bandwidth_gbs": 1e6 / floor_ms / 1e6,
+                          "pct_of_floor": 100 * floor_ms * float(m.group(1)), "eager_pct_of_floor": 100 * floor_ms}
     archive.add_candidate(candidate, problem)
     archive.add_evaluation(r)
     return r

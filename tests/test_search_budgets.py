@@ -6,9 +6,11 @@ these tests are about the loop's arithmetic, not about timing noise.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import replace
 
+import pytest
 from search_support import (
     PROBLEM,
     ScriptedProvider,
@@ -102,6 +104,37 @@ def test_target_speedup(tmp_path):
     stop = driver.run()
     assert stop.reason == "target_speedup" and "2.60x" in stop.detail
     assert store.llm_rounds(run_id) == 3 and store.best(run_id).speedup == 2.6
+
+
+def test_target_floor(tmp_path):
+    """Eager takes 1 ms and the floor 0.4 ms, so a kernel X times faster than eager is at 40·X %
+    of the floor: 48 % and 80 % go on, 104 % stops the run (before 200 % is asked for)."""
+    speeds = {0: 1.2, 1: 2.0, 2: 2.6, 3: 5.0}
+    store, run_id, driver = _run(tmp_path, Budgets(rounds=10, target_floor_pct=100),
+                                 ScriptedProvider(_refine_answer(speeds)), functools.partial(fake_evaluate, floor_ms=0.4))
+    stop = driver.run()
+    assert (stop.reason, stop.status) == ("target_floor", "stopped") and "104.0% of the roofline floor" in stop.detail
+    assert store.llm_rounds(run_id) == 3 and store.best(run_id).pct_of_floor == pytest.approx(104.0)
+    assert driver.spent().best_pct_of_floor == pytest.approx(104.0)
+
+
+def test_target_floor_counts_only_eligible_kernels(tmp_path):
+    """A PyTorch fallback at 200 % of the floor is held out (--torch-fallback mark): it does not
+    stop the run; the first kernel of its own past the target does."""
+    def answer(request) -> str:
+        r = request.metadata["round"]
+        speed, fallback = {0: (5.0, True), 1: (1.5, False), 2: (2.6, False)}.get(r, (1.0, False))
+        return code_answer(torch_source(f"a * 2 + b  # turn {r}", speed, fallback=fallback))
+
+    run_id = create_run(tmp_path / "run", load_problem(PROBLEM),
+                        run_config("refine", "scripted:x", Budgets(rounds=10, target_floor_pct=100), n=1,
+                                   torch_fallback="mark"), [])
+    store = RunStore(tmp_path / "run")
+    provider = ScriptedProvider(answer)
+    driver = Driver(store, run_id, evaluate_fn=functools.partial(fake_evaluate, floor_ms=0.4),
+                    client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id)))
+    assert driver.run().reason == "target_floor"
+    assert store.llm_rounds(run_id) == 3 and len(store.held_out(run_id)) == 1
 
 
 def test_first_limit_reached_wins(tmp_path):

@@ -9,11 +9,13 @@ import sqlite3
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT, mixed_dir
 from search_support import (
     CLI_EVAL,
     CPP_CORRECT,
     PROBLEM,
+    SYNTAX_ERROR,
     ScriptedProvider,
     code_answer,
     fake_evaluate,
@@ -166,3 +168,40 @@ def test_run_on_a_directory_with_bad_files(tmp_path):
     assert [f["name"] for f in out["failed_to_load"]] == ["48_needs_module", "broken_syntax"]
     assert sorted(p.name for p in out_dir.iterdir()) == ["row_norm", "scale_add"]
     assert all(RunStore.exists(out_dir / name) for name in ("row_norm", "scale_add"))
+
+
+def test_target_floor_stops_a_real_run_and_show_states_the_figures(tmp_path):
+    """The real evaluator on the CPU measures the floor: a failed kernel (round 0) does not stop
+    the run, the first correct one (round 1) reaches the (tiny) target and does; on resume the
+    stored target still holds; `show` states % of floor and % of the library kernel."""
+    problem = tmp_path / "scale_add.py"
+    problem.write_text(PROBLEM.read_text() + '\nLIBRARY = "ATen elementwise kernels"\n')
+    replay = write_replay(tmp_path / "answers.jsonl", [code_answer(SYNTAX_ERROR),
+                                                       code_answer(torch_source("a * 2 + b")),
+                                                       code_answer(torch_source("b + 2 * a"))])
+    run_dir = tmp_path / "run"
+    r = ks("run", str(problem), "--strategy", "refine", "--llm", f"replay:{replay}", "--out", str(run_dir),
+           "--rounds", "3", "--target-floor", "1e-6", "--no-verify", "--json", *CLI_EVAL)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["stop_reason"] == "target_floor" and "of the roofline floor (target 1e-06%)" in out["stop_detail"]
+    assert [(x["round"], x["correct"]) for x in out["rounds"]] == [(0, 0), (1, 1)]
+    best = out["best"]
+    assert best["pct_of_floor"] > 1e-6 and best["floor_ms"] > 0
+    assert best["pct_of_floor"] == pytest.approx(100 * best["floor_ms"] / best["candidate_ms"])
+    assert best["pct_of_library"] == pytest.approx(100 * out["baseline"]["eager_ms"] / best["candidate_ms"])
+    assert out["library"] == "ATen elementwise kernels" and out["eager_label"] == "eager (ATen elementwise kernels)"
+
+    r = ks("run", "--resume", str(run_dir), "--rounds", "5", "--no-verify", "--json")  # target not given again
+    assert r.returncode == 0, r.stderr
+    again = json.loads(r.stdout)
+    assert again["session"]["stop_reason"] == "target_floor" and again["session"]["llm_calls"] == 0
+    (config,) = _rows(run_dir / "run.sqlite", "SELECT config FROM runs")[0]
+    assert json.loads(config)["budgets"]["target_floor_pct"] == 1e-6
+
+    r = ks("show", str(run_dir))
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert f"{best['pct_of_floor']:.1f}% of the roofline floor" in text
+    assert f"{best['pct_of_library']:.1f}% of eager (ATen elementwise kernels)" in text
+    assert "status: stopped (target_floor:" in text

@@ -192,8 +192,8 @@ def cmd_problems(args: argparse.Namespace) -> int:
     rows = [(p, describe(p, "cuda"), describe(p, "cpu")) for p in problems]
     if args.json:
         # one entry per file; a file that failed to load has "error" and "hint" instead of "gpu" and "cpu"
-        out = [{"name": p.name, "level": p.level, "path": str(p.path), "gpu": g.to_dict(), "cpu": c.to_dict()}
-               for p, g, c in rows]
+        out = [{"name": p.name, "level": p.level, "group": p.group, "library": p.library, "path": str(p.path),
+                "gpu": g.to_dict(), "cpu": c.to_dict()} for p, g, c in rows]
         out += [{"level": _level_of(f.path), **f.to_dict()} for f in failures]
         print(json.dumps(sorted(out, key=lambda d: Path(d["path"]).name)))
     elif rows:
@@ -214,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("bench", help="evaluate a directory of candidates and print a fast_p table")
-    p.add_argument("problems", help="suite, suite:level1..3, a directory of problem files, or one file")
+    p.add_argument("problems", help="suite, suite:level1..3, suite:wall, a directory of problem files, or one file")
     p.add_argument("solutions", help="directory of candidates named like the problems, or seedbank[:BACKEND]")
     p.add_argument("--matched-only", action="store_true", help="leave problems with no candidate out of the table")
     p.add_argument("--confirm", type=int, default=3, metavar="N",
@@ -229,12 +229,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("problems", help="list problems with their sizes, FLOPs and bytes")
-    p.add_argument("problems", nargs="?", default="suite")
+    p.add_argument("problems", nargs="?", default="suite",
+                   help="suite (levels 1-3, the default), suite:level1..3, suite:wall, a directory or a file")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_problems)
 
     p = sub.add_parser("lint", help="flag problems that make a weak reward (constant output, loose tolerance, ...)")
-    p.add_argument("problems", help="suite, suite:level1..3, a directory of problem files, one file or a bundled name")
+    p.add_argument("problems", help="suite, suite:level1..3, suite:wall, a directory of problem files, one file or a bundled name")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available, else cpu")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per problem")

@@ -37,7 +37,8 @@ from kernelsearch.search.config import (
 from kernelsearch.search.store import RunBusy, RunStore
 
 BUDGET_FLAGS = {"rounds": "rounds", "max_candidates": "candidates", "max_tokens": "tokens",
-                "max_cost": "cost_usd", "max_time": "wall_s", "target_speedup": "target_speedup"}
+                "max_cost": "cost_usd", "max_time": "wall_s", "target_speedup": "target_speedup",
+                "target_floor": "target_floor_pct"}
 
 
 def _one_line_errors(fn):
@@ -66,7 +67,7 @@ def add_search_commands(sub: Any) -> None:
     p = sub.add_parser("run", help="search for fast kernels with a language model",
                        description="Start a search (PROBLEM --strategy S --llm PROVIDER:MODEL --out RUN_DIR) "
                                    "or continue one (--resume RUN_DIR).")
-    p.add_argument("problem", nargs="?", help="problem file, bundled name, suite[:levelN] or directory")
+    p.add_argument("problem", nargs="?", help="problem file, bundled name, suite[:levelN|:wall] or directory")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue the run in RUN_DIR")
     p.add_argument("--out", type=Path, metavar="RUN_DIR", help="new run directory (must not hold a run)")
     p.add_argument("--strategy", choices=STRATEGIES, help="single, best-of-n, refine, branch or evolve")
@@ -98,6 +99,9 @@ def add_search_commands(sub: Any) -> None:
     g.add_argument("--max-cost", type=float, default=None, help="USD")
     g.add_argument("--max-time", type=_duration, default=None, help="active wall time (90, 30m, 2h)")
     g.add_argument("--target-speedup", type=float, default=None, help="stop at a correct kernel this much faster than eager")
+    g.add_argument("--target-floor", type=float, default=None, metavar="P",
+                   help="stop at a correct kernel that reaches P %% of the roofline floor (100: at the measured "
+                        "bandwidth or matmul rate of the device)")
 
     g = p.add_argument_group("LLM")
     g.add_argument("--temperature", type=float, default=0.7)
@@ -166,9 +170,9 @@ def _eval_config(args: argparse.Namespace, device: str) -> EvalConfig:
 
 def _budgets(args: argparse.Namespace, base: Budgets | None = None) -> Budgets:
     given = {field: getattr(args, flag) for flag, field in BUDGET_FLAGS.items() if getattr(args, flag) is not None}
-    for field, v in given.items():
-        if v is not None and v <= 0:
-            raise UsageError(f"--{field.replace('_', '-')}: must be positive")
+    for flag, field in BUDGET_FLAGS.items():
+        if field in given and given[field] <= 0:
+            raise UsageError(f"--{flag.replace('_', '-')}: must be positive")
     return replace(base or Budgets(), **given)
 
 

@@ -3,7 +3,10 @@
 Everything runs on the ``meta`` device, so describing a GPU-sized problem costs no memory and
 no time here. FLOPs come from torch's FlopCounterMode, which counts matrix products and
 convolutions (the terms that decide whether a problem is compute-bound); elementwise work is
-not counted.
+not counted. A problem may define ``get_flops()`` (called after CPU_SIZES are applied) where the
+counter's figure is not the work the problem needs: on ``meta``, causal attention is counted as
+the full s x s product, twice what a kernel that skips the masked half must do, and a floor
+twice too high would put a kernel at the hardware's limit at 200 % of it.
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ def describe(problem: Problem, device: str = "cuda") -> ProblemDescription:
         outs = [out] if isinstance(out, torch.Tensor) else [o for o in out if isinstance(o, torch.Tensor)]
         desc.outputs = [_info(o) for o in outs]
         desc.flops = int(counter.get_total_flops())
+        if callable(getattr(module, "get_flops", None)):
+            desc.flops = int(module.get_flops())
         desc.min_bytes = (
             sum(i.nbytes for i in desc.inputs if isinstance(i, TensorInfo))
             + desc.param_bytes

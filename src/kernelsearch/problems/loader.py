@@ -8,6 +8,7 @@ one bad file does not hide the rest: ``load_problems`` returns the problems that
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import inspect
@@ -19,8 +20,11 @@ from pathlib import Path
 from typing import Any
 
 SUITE_DIR = Path(__file__).parent / "suite"
+LEVELS = (1, 2, 3)  # `suite` is these; `suite:wall` (SUITE_DIR / "wall") is asked for by name
+WALL = "wall"
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 DEFAULT_TOL = 1e-2
+ROOFLINE_DTYPES = ("float32", "tf32", "float16", "bfloat16")  # the rates ceilings.py measures
 
 
 class ProblemError(ValueError):
@@ -108,6 +112,18 @@ class Problem:
     cpu_sizes: dict[str, Any] = field(default_factory=dict)
     atol: float = DEFAULT_TOL
     rtol: float = DEFAULT_TOL
+    # the library kernel eager PyTorch runs for it (module-level LIBRARY, e.g. "cuBLAS (torch.matmul)"):
+    # reports call the eager baseline by this name, and "% of library" is eager_ms / kernel_ms
+    library: str = ""
+    # the matmul rate its roofline floor is computed at (module-level ROOFLINE_DTYPE, e.g. "tf32"
+    # for an fp32 problem whose tolerance admits TF32); "" for the dtype of its first float input
+    roofline_dtype: str = ""
+
+    @property
+    def group(self) -> str:
+        """"level1".."level3", "wall" for a bundled problem; "" for any other file."""
+        parent = self.path.parent
+        return parent.name if parent.parent == SUITE_DIR.resolve() else ""
 
     @property
     def id(self) -> str:
@@ -116,6 +132,21 @@ class Problem:
 
     def sizes_for(self, device: str) -> dict[str, Any]:
         return dict(self.cpu_sizes) if device == "cpu" else {}
+
+
+def declared_string(source: str, name: str) -> str:
+    """A module-level ``NAME = "literal"`` of a problem's source, "" where there is none: read
+    without importing, so `show` can name a run's library kernel from the stored source alone."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    value = ""
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == name):
+            value = node.value.value if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str) else ""
+    return value
 
 
 def load_module(path: Path, device: str | None = None, name: str | None = None) -> types.ModuleType:
@@ -173,6 +204,14 @@ def load_problem(path: str | Path) -> Problem:
             tolerances[name] = float(getattr(module, name, DEFAULT_TOL))
         except (TypeError, ValueError) as e:
             raise _file_error(p, f"{name} must be a number: {e}") from e
+    text: dict[str, str] = {}
+    for name in ("LIBRARY", "ROOFLINE_DTYPE"):
+        value = declared_string(source, name)
+        if hasattr(module, name) and getattr(module, name) != value:
+            raise _file_error(p, f"{name} must be a module-level string literal")
+        text[name] = value.strip()
+    if text["ROOFLINE_DTYPE"] not in ("", *ROOFLINE_DTYPES):
+        raise _file_error(p, f"ROOFLINE_DTYPE must be one of {ROOFLINE_DTYPES}, not {text['ROOFLINE_DTYPE']!r}")
     return Problem(
         name=p.stem,
         path=p.resolve(),
@@ -181,24 +220,37 @@ def load_problem(path: str | Path) -> Problem:
         cpu_sizes=cpu_sizes,
         atol=tolerances["ATOL"],
         rtol=tolerances["RTOL"],
+        library=text["LIBRARY"],
+        roofline_dtype=text["ROOFLINE_DTYPE"],
     )
 
 
-def suite_files(level: int | None = None) -> list[Path]:
-    levels = [level] if level else [1, 2, 3]
-    return sorted(f for lv in levels for f in (SUITE_DIR / f"level{lv}").glob("*.py"))
+def suite_files(level: int | str | None = None) -> list[Path]:
+    """The bundled files of one group (1..3 or "wall"); None: levels 1-3, what `suite` means."""
+    groups = [f"level{lv}" for lv in LEVELS] if level is None else [
+        level if isinstance(level, str) else f"level{level}"]
+    return sorted(f for g in groups for f in (SUITE_DIR / g).glob("*.py"))
+
+
+def bundled_files() -> list[Path]:
+    """Every bundled problem, wall included: what a bundled name is looked up among."""
+    return suite_files() + suite_files(WALL)
 
 
 def _problem_files(spec: str | Path) -> list[Path] | None:
     """The files a suite selector or a directory names; None for a single file or name."""
     s = str(spec)
     if s == "suite" or s.startswith("suite:"):
-        level = None
+        level: int | str | None = None
         if ":" in s:
             tail = s.split(":", 1)[1]
-            if not tail.startswith("level") or not tail[5:].isdigit():
-                raise ProblemError(f"unknown suite selector {s!r}; use suite, suite:level1, suite:level2 or suite:level3")
-            level = int(tail[5:])
+            if tail == WALL:
+                level = WALL
+            elif tail.startswith("level") and tail[5:].isdigit() and int(tail[5:]) in LEVELS:
+                level = int(tail[5:])
+            else:
+                raise ProblemError(f"unknown suite selector {s!r}; use suite, suite:level1, suite:level2, "
+                                   "suite:level3 or suite:wall")
         files = suite_files(level)
         if not files:
             raise ProblemError(f"{s}: no bundled problems found")
@@ -213,7 +265,7 @@ def _problem_files(spec: str | Path) -> list[Path] | None:
 
 
 def resolve_problems(spec: str | Path) -> list[Problem]:
-    """A file, a directory of problem files, ``suite``, ``suite:level2`` or a bundled name.
+    """A file, a directory of problem files, ``suite``, ``suite:level2``, ``suite:wall`` or a bundled name.
     Strict: the first file that fails to load raises its ProblemError (see ``load_problems``)."""
     files = _problem_files(spec)
     return [load_problem(f) for f in files] if files is not None else [load_problem(spec)]
@@ -248,7 +300,7 @@ def _find(spec: str | Path) -> Path:
     if p.exists():
         raise ProblemError(f"{p}: not a file")
     stem = p.name.removesuffix(".py")
-    hits = [f for f in suite_files() if f.stem == stem or f.stem.split("_", 1)[-1] == stem]
+    hits = [f for f in bundled_files() if f.stem == stem or f.stem.split("_", 1)[-1] == stem]
     if len(hits) == 1:
         return hits[0]
     if len(hits) > 1:

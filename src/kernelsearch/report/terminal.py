@@ -135,15 +135,16 @@ def _shapes(desc) -> str:
 
 def print_problems(rows) -> None:
     t = Table(title="problems", header_style="bold")
-    for col in ("name", "level", "GPU inputs", "GFLOP", "min MB", "CPU inputs", "CPU MFLOP", "CPU min MB"):
+    for col in ("name", "level", "GPU inputs", "GFLOP", "min MB", "CPU inputs", "CPU MFLOP", "CPU min MB", "eager runs"):
         t.add_column(col, overflow="fold")
     for p, g, c in rows:
         t.add_row(
-            p.name, str(p.level or "-"), _shapes(g),
+            p.name, str(p.level or p.group or "-"), _shapes(g),
             f"{g.flops / 1e9:.1f}" if g.flops is not None else "-",
             f"{g.min_bytes / 1e6:.0f}" if g.min_bytes is not None else "-",
             _shapes(c),
             f"{c.flops / 1e6:.1f}" if c.flops is not None else "-",
             f"{c.min_bytes / 1e6:.2f}" if c.min_bytes is not None else "-",
+            p.library or "-",
         )
     console.print(t)

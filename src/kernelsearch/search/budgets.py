@@ -2,7 +2,7 @@
 
 Checked before each round is planned, before each batch of LLM requests (so a batch may
 overshoot a token or money limit by what it had in flight) and around each evaluation (wall
-time, target speedup). Wall time counts the active time of every session of the run.
+time, target speedup, target % of the roofline floor). Wall time counts the active time of every session of the run.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from kernelsearch.search.config import Budgets
 # Closed set of reasons a session ends, and the run status each leaves behind.
 STATUS_OF = {
     "rounds": "stopped", "candidates": "stopped", "tokens": "stopped", "cost": "stopped",
-    "wall_time": "stopped", "target_speedup": "stopped", "done": "finished",
+    "wall_time": "stopped", "target_speedup": "stopped", "target_floor": "stopped", "done": "finished",
     "phase": "paused", "llm_pending": "waiting", "llm_error": "stopped", "interrupted": "paused",
 }
 
@@ -49,6 +49,7 @@ class Spent:
     cost_usd: float = 0.0
     elapsed_s: float = 0.0
     best_speedup: float | None = None
+    best_pct_of_floor: float | None = None  # the same kernel's ranked time against its roofline floor
     held_out: int = 0  # correct kernels kept out of the ranking as PyTorch's work (torch_fallback)
 
 
@@ -64,8 +65,13 @@ def llm_stop(b: Budgets, s: Spent) -> Stop | None:
 
 
 def target_stop(b: Budgets, s: Spent) -> Stop | None:
+    """The run's best (eligible) kernel reached a target: a speedup vs eager, or a share of the
+    roofline floor (the hardware's limit as measured; a kernel there has little left to find)."""
     if b.target_speedup is not None and s.best_speedup is not None and s.best_speedup >= b.target_speedup:
         return Stop("target_speedup", f"best kernel is {s.best_speedup:.2f}x vs eager (target {b.target_speedup:g}x)")
+    if b.target_floor_pct is not None and s.best_pct_of_floor is not None and s.best_pct_of_floor >= b.target_floor_pct:
+        return Stop("target_floor", f"best kernel reaches {s.best_pct_of_floor:.1f}% of the roofline floor "
+                                    f"(target {b.target_floor_pct:g}%)")
     return None
 
 

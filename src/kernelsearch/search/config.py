@@ -23,6 +23,7 @@ class Budgets:
     cost_usd: float | None = None
     wall_s: float | None = None  # active time, summed over every session of the run
     target_speedup: float | None = None  # stop once a correct kernel is this much faster than eager
+    target_floor_pct: float | None = None  # stop once a correct kernel reaches this % of the roofline floor
 
 
 @dataclass(frozen=True)

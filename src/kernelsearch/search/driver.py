@@ -118,7 +118,9 @@ class Driver:
         best = self.store.best(self.run_id)
         return Spent(rounds=self.store.llm_rounds(self.run_id), candidates=self.store.count_proposed(self.run_id),
                      tokens=u.tokens, cost_usd=u.cost_usd, elapsed_s=self.clock.elapsed(),
-                     best_speedup=best.speedup if best else None, held_out=len(self.store.held_out(self.run_id)))
+                     best_speedup=best.speedup if best else None,
+                     best_pct_of_floor=best.pct_of_floor if best else None,
+                     held_out=len(self.store.held_out(self.run_id)))
 
     @property
     def session_llm(self) -> Totals:

@@ -60,6 +60,14 @@ def run_speedup(baseline_ms: float | None, ms: float | None) -> float | None:
     return baseline_ms / ms if baseline_ms and ms else None
 
 
+def pct_of(reference_ms: float | None, ms: float | None) -> float | None:
+    """100 * reference_ms / ms: a kernel's % of the roofline floor (reference: the floor's time)
+    or of the library kernel (reference: the pooled eager time, for problems whose eager is
+    one library call); above 100 beats it."""
+    s = run_speedup(reference_ms, ms)
+    return None if s is None else 100.0 * s
+
+
 @dataclass(frozen=True)
 class Baseline:
     """The pooled baseline of one problem on one device in a run."""

@@ -14,7 +14,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from kernelsearch.evaluator.timing.ceilings import describe_roofline
-from kernelsearch.search.ranking import ranked_time_sql
+from kernelsearch.problems.loader import declared_string
+from kernelsearch.search.ranking import pct_of, ranked_time_sql
 from kernelsearch.search.store import RunStore
 
 
@@ -74,7 +75,10 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
             "best_candidate_id": best_so_far[1]["candidate_id"] if best_so_far else None,
             "idea": idea, "family": family,
         })
-    best: dict[str, Any] = {"candidate_id": None, "speedup_vs_eager": None, "speedup_vs_compile": None}
+    name, source = store.problem_source(run.problem_id)
+    library = declared_string(source, "LIBRARY").strip()  # the library kernel eager runs (problem's LIBRARY)
+    best: dict[str, Any] = {"candidate_id": None, "speedup_vs_eager": None, "speedup_vs_compile": None,
+                            "pct_of_floor": None, "pct_of_library": None}
     m = store.best(rid)
     if m is not None:
         idea, family = idea_label(store, by_id[m.candidate_id])
@@ -85,15 +89,20 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
                 "verification": _verification(store, m.candidate_id),
                 "roofline": getattr(store.result(rid, m.candidate_id), "roofline", None),
                 **published(store, m.candidate_id, run.config.eval.device)}
-        if best["confirmation"] is not None:  # the published figure: its own A/B eager, pooled over processes
-            conf = best["confirmation"]
+        conf = best["confirmation"]
+        if conf is not None:  # the published figure: its own A/B eager, pooled over processes
             best.update(speedup_vs_eager=conf["speedup_vs_eager"], speedup_vs_compile=conf["speedup_vs_compile"])
+        # against the hardware: its ranked time (confirmed where confirmed) vs the roofline floor, as
+        # --target-floor counts it; and vs the library kernel eager runs (eager_ms / kernel_ms)
+        eager_ms, kernel_ms = (conf["eager_median_ms"], conf["median_ms"]) if conf else (base.eager_ms, m.ms)
+        best.update(floor_ms=m.floor_ms, pct_of_floor=m.pct_of_floor,
+                    pct_of_library=pct_of(eager_ms, kernel_ms) if library else None)
     u = store.usage(rid)
-    name, _ = store.problem_source(run.problem_id)
     return {
         "run_id": rid, "problem": name, "strategy": run.strategy, "llm": run.config.llm,
         "device": run.config.eval.device, "status": run.status, "stop_reason": run.stop_reason,
         "stop_detail": run.stop_detail, "rounds": rounds, "best": best,
+        "library": library, "eager_label": eager_label(library),
         # correct kernels PyTorch did the work of, kept out of best, parents, verify and export
         "torch_fallback": run.config.torch_fallback, "held_out": store.held_out(rid),
         "baseline": {"eager_ms": base.eager_ms, "compile_ms": base.compile_ms, "evaluations": base.evaluations},
@@ -119,6 +128,11 @@ def published(store: RunStore, candidate_id: str, device: str) -> dict[str, Any]
 def _verification(store: RunStore, candidate_id: str) -> str:
     v = store.archive.verification(candidate_id)
     return "not re-verified" if v is None else ("re-verified" if v[0] else f"failed re-verification: {v[1]}")
+
+
+def eager_label(library: str) -> str:
+    """What the eager baseline is called: "eager (cuBLAS ...)" where the problem names its library."""
+    return f"eager ({library})" if library else "eager"
 
 
 def _x(v: float | None) -> str:
@@ -159,8 +173,15 @@ def print_trajectory(t: dict[str, Any], console: Console | None = None) -> None:
             console.print(f"timed: {_ms(b['candidate_ms'])} in {b['timed']}", highlight=False)
         if b.get("roofline"):
             console.print(escape(f"roofline: {describe_roofline(b['roofline'])}"), highlight=False)
+        hw = []
+        if b.get("pct_of_floor") is not None:
+            hw.append(f"{b['pct_of_floor']:.1f}% of the roofline floor ({_ms(b['floor_ms'])})")
+        if b.get("pct_of_library") is not None:
+            hw.append(f"{b['pct_of_library']:.1f}% of {t['eager_label']}")
+        if hw:
+            console.print(escape("against the hardware: " + "; ".join(hw)), highlight=False)
         base = t["baseline"]
-        console.print(f"round speedups are against the run's baseline: eager {_ms(base['eager_ms'])}, "
+        console.print(f"round speedups are against the run's baseline: {escape(t['eager_label'])} {_ms(base['eager_ms'])}, "
                       f"torch.compile {_ms(base['compile_ms'])} "
                       f"(medians over {base['evaluations']} evaluation(s))", highlight=False)
     held = t.get("held_out") or []

@@ -27,7 +27,13 @@ from kernelsearch.llm.base import LLMRequest
 from kernelsearch.llm.extract import Idea
 from kernelsearch.problems.loader import Problem
 from kernelsearch.search.config import RunConfig
-from kernelsearch.search.ranking import Baseline, eligible_sql, pooled_baselines, ranked_time_sql
+from kernelsearch.search.ranking import (
+    Baseline,
+    eligible_sql,
+    pct_of,
+    pooled_baselines,
+    ranked_time_sql,
+)
 
 DB_NAME = "run.sqlite"
 LOCK_NAME = "run.lock"
@@ -99,6 +105,12 @@ class Member:
     idea_id: int | None
     parent_ids: list[str] = field(default_factory=list)
     ms: float | None = None  # the time it is ranked by (ranking.ranked_time_sql)
+    floor_ms: float | None = None  # its evaluation's roofline floor (evaluator/timing/ceilings.py)
+
+    @property
+    def pct_of_floor(self) -> float | None:
+        """Its ranked time against the roofline floor (what --target-floor compares)."""
+        return pct_of(self.floor_ms, self.ms)
 
 
 @dataclass
@@ -474,7 +486,8 @@ class RunStore:
         base = self.baseline(run_id) if base is None else base
         problem_id, device = self.key(run_id)
         rows = self.conn.execute(
-            f"""SELECT l.candidate_id, l.round, l.origin, l.idea_id, l.parent_ids, {ranked_time_sql()} AS ranked_ms
+            f"""SELECT l.candidate_id, l.round, l.origin, l.idea_id, l.parent_ids, {ranked_time_sql()} AS ranked_ms,
+                       json_extract(e.record, '$.roofline.floor_ms') AS floor_ms
                 FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id
                 WHERE l.run_id=? AND e.status='correct' AND e.problem_id=? AND e.device=?
                   AND {self.eligible(run_id)}
@@ -484,8 +497,9 @@ class RunStore:
         out = []
         for r in rows:
             eager, compiled = base.speedups(r["ranked_ms"])
+            floor = r["floor_ms"] if isinstance(r["floor_ms"], (int, float)) and r["floor_ms"] > 0 else None
             out.append(Member(r["candidate_id"], r["round"], r["origin"], eager or 0.0, compiled, r["idea_id"],
-                              json.loads(r["parent_ids"]), r["ranked_ms"]))
+                              json.loads(r["parent_ids"]), r["ranked_ms"], floor))
         return out
 
     def best(self, run_id: str) -> Member | None:

@@ -184,7 +184,7 @@ def roofline(problem: Problem, device: str, ceil: Ceilings, candidate_ms: float 
         return None
     dtype = problem_dtype(desc)
     memory_ms = desc.min_bytes / (ceil.bandwidth_gbs * 1e9) * 1e3
-    rate = ceil.rate(dtype)
+    rate = ceil.rate(problem.roofline_dtype or dtype)  # a problem admitting TF32 names it (ROOFLINE_DTYPE)
     compute_ms = (desc.flops or 0) / (rate[1] * 1e12) * 1e3 if rate else 0.0
     floor_ms = max(memory_ms, compute_ms)
     entry: dict[str, Any] = {

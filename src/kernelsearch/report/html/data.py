@@ -10,7 +10,7 @@ from typing import Any
 
 from kernelsearch.evaluator.verdict.records import EvalResult, Status
 from kernelsearch.metrics.fastp import speedup_spread
-from kernelsearch.search.ranking import Baseline
+from kernelsearch.search.ranking import Baseline, pct_of
 from kernelsearch.search.report import idea_label, trajectory
 from kernelsearch.search.store import RunStore
 
@@ -38,6 +38,7 @@ class CandidateRow:
     spread_eager: float | None = None
     spread_compile: float | None = None
     candidate_ms: float | None = None
+    ranked_ms: float | None = None  # the time the run ranks it by (confirmed where confirmed)
     roofline: dict[str, Any] | None = None
     profile: dict[str, Any] | None = None
     verification: str = ""
@@ -60,8 +61,9 @@ class CandidateRow:
 
     @property
     def pct_of_floor(self) -> float | None:
-        v = (self.roofline or {}).get("pct_of_floor")
-        return float(v) if isinstance(v, (int, float)) else None
+        """Its ranked time against its roofline floor, as `show` and --target-floor count it."""
+        v = (self.roofline or {}).get("floor_ms")
+        return pct_of(float(v), self.ranked_ms or self.candidate_ms) if isinstance(v, (int, float)) else None
 
     @property
     def bound(self) -> str | None:
@@ -111,6 +113,8 @@ class RunData:
     cost_usd: float
     unpriced_calls: int
     candidates: list[CandidateRow] = field(default_factory=list)
+    library: str = ""  # the library kernel eager runs for the problem (its LIBRARY), "" if not named
+    best_pct_of_library: float | None = None  # as `show` has it: eager_ms / kernel_ms * 100
     ideas: list[IdeaInfo] = field(default_factory=list)
     calls: list[CallRow] = field(default_factory=list)
 
@@ -201,7 +205,8 @@ def _candidate(store: RunStore, run_id: str, row: dict[str, Any], base: Baseline
     c.held_out = c.id in held_out
     if c.held_out:
         c.reason = f"held out of the ranking: PyTorch did the work (torch_fallback); {c.reason}"
-    c.speedup_eager, c.speedup_compile = base.speedups(store.ranked_ms(run_id, c.id))
+    c.ranked_ms = store.ranked_ms(run_id, c.id)
+    c.speedup_eager, c.speedup_compile = base.speedups(c.ranked_ms)
     c.spread_eager, c.spread_compile = speedup_spread(r, "eager"), speedup_spread(r, "compile")
     c.candidate_ms, c.roofline, c.profile = r.candidate_ms, r.roofline, r.profile
     v = store.archive.verification(c.id)
@@ -261,6 +266,8 @@ def load_run(store: RunStore, run_id: str, label: str) -> RunData:
         cost_usd=t["cost_usd"],
         unpriced_calls=t["unpriced_calls"],
         candidates=cands,
+        library=t["library"],
+        best_pct_of_library=t["best"]["pct_of_library"],
         ideas=_ideas(store, run_id, cands),
         calls=calls,
     )

@@ -37,6 +37,7 @@ def budgets_text(run: RunData) -> str:
         "cost_usd": "$",
         "wall_s": "s",
         "target_speedup": "× target",
+        "target_floor_pct": "% of floor target",
     }
     return ", ".join(f"{v:g} {names.get(k, k)}" for k, v in run.budgets.items()) or "none"
 
@@ -56,6 +57,7 @@ def summary_table(runs: Sequence[RunData]) -> str:
         "best × eager",
         "best × compile",
         "best % of floor",
+        "best % of library",
         "fast_1",
         "fast_1 beyond noise",
     ]
@@ -83,6 +85,8 @@ def summary_table(runs: Sequence[RunData]) -> str:
             _x(best.speedup_eager if best else None, best.spread_eager if best else None),
             _x(best.speedup_compile if best else None, best.spread_compile if best else None),
             _pct(best) + bound,
+            "–" if r.best_pct_of_library is None
+            else f"{r.best_pct_of_library:.1f}% <small>of eager ({escape(r.library)})</small>",
             "–" if f1 is None else f"{f1:.0%}",
             "–" if f1m is None else f"{f1m:.0%}",
         ]
