@@ -184,15 +184,22 @@ def sides(model, problem, seeds: list[int], rounds: int = 2) -> list[dict]:
     import time
 
     real, rows = timing_mod._SideStreams, []
+
+    def noop(*args):  # an empty call: what the window costs with nothing in it
+        return args[0]
+
     try:
         for r in range(rounds):
             for held in (True, False):
-                timing_mod._SideStreams = real if held else _NoSides
-                run = timing_mod.time_calls(model, [], "cuda", TimingConfig(min_reps=20, max_reps=20),
-                                            inputs_for=lambda k: common.make_inputs(problem, seeds[k % len(seeds)], "cuda"),
-                                            before=lambda: time.sleep(0.003))
-                rows.append({"round": r, "held": held, "median_ms": statistics.median(run.samples_ms),
-                             "late": run.late, "samples_ms": [round(x, 4) for x in run.samples_ms]})
+                for label, fn in (("kernel", model), ("empty", noop)):
+                    timing_mod._SideStreams = real if held else _NoSides
+                    run = timing_mod.time_calls(fn, [], "cuda", TimingConfig(min_reps=20, max_reps=20),
+                                                inputs_for=lambda k: common.make_inputs(problem, seeds[k % len(seeds)],
+                                                                                        "cuda"),
+                                                before=lambda: time.sleep(0.003))
+                    rows.append({"round": r, "held": held, "call": label,
+                                 "median_ms": statistics.median(run.samples_ms), "late": run.late,
+                                 "samples_ms": [round(x, 4) for x in run.samples_ms]})
     finally:
         timing_mod._SideStreams = real
     return rows
@@ -302,7 +309,7 @@ def main() -> int:
                   f"iqr {100 * v['iqr_rel']:.1f}%  n {v['n']}  out-in MiB {sorted(set(round(r) for r in rel))[:6]}")
         elif k == "sides":
             for r in v:
-                print(f"sides round {r['round']} held={r['held']!s:5s} median {r['median_ms']:.4f} late {r['late']} "
+                print(f"sides round {r['round']} held={r['held']!s:5s} {r['call']:6s} median {r['median_ms']:.4f} late {r['late']} "
                       f"samples {r['samples_ms'][:6]}...")
         elif k == "cover":
             for label, runs in v.items():

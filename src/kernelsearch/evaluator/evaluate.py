@@ -24,6 +24,7 @@ from kernelsearch.evaluator.builds.cache import build_dir, building
 from kernelsearch.evaluator.builds.stream_shim import ShimUnavailable, shim_path
 from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.evaluator.config import LATE_RETRIES, STREAM_ORDER_CALLS, EvalConfig
+from kernelsearch.evaluator.feasibility import fit_reason
 from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
 from kernelsearch.evaluator.sandbox.scratch import make_workdir
 from kernelsearch.evaluator.screen.python import screen
@@ -136,6 +137,8 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
     elif config.torch_fallback == "reject" and config.static_screen and (
             "torch_fallback" in sc.flags or "exception_fallback" in sc.flags):
         early = Status.REJECTED, "uses PyTorch compute on the forward path: " + "; ".join(sc.notes)
+    else:
+        early = _memory_check(problem, config, res)
     if early is not None:
         _verdict(res, *early)
         prep.done = True
@@ -176,6 +179,18 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
         raise
     prep.seconds = time.monotonic() - t0
     return prep
+
+
+def _memory_check(problem: Problem, config: EvalConfig, res: EvalResult) -> tuple[Status, str] | None:
+    """A problem too large for the device is ``crashed`` before its workers start, with the sizes
+    and the memory in the reason (evaluator/feasibility.py): the same status as the memory
+    watchdog's kill it would otherwise end in, a minute later and without the figures."""
+    try:
+        why = fit_reason(problem, config)
+    except Exception as e:  # noqa: BLE001 - the check advises; the workers still find out
+        res.errors.append(f"memory check: {type(e).__name__}: {e}"[:300])
+        return None
+    return (Status.CRASHED, why) if why else None
 
 
 def _handover_bytes(problem: Problem, config: EvalConfig) -> int | None:

@@ -7,13 +7,17 @@ not counted. A problem may define ``get_flops()`` (called after CPU_SIZES are ap
 counter's figure is not the work the problem needs: on ``meta``, causal attention is counted as
 the full s x s product, twice what a kernel that skips the masked half must do, and a floor
 twice too high would put a kernel at the hardware's limit at 200 % of it.
+The forward's working memory (the peak of the tensors it makes that are alive at
+once, outputs included) is tracked on meta too, for the evaluator's memory-feasibility check.
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import asdict, dataclass, field
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelsearch.problems.loader import Problem, load_module
 
@@ -34,6 +38,8 @@ class ProblemDescription:
     param_bytes: int = 0
     flops: int | None = None
     min_bytes: int | None = None
+    # the most bytes of tensors made by one forward alive at once (outputs included); None: unknown
+    forward_peak_bytes: int | None = None
     error: str = ""
 
     def to_dict(self) -> dict:
@@ -48,6 +54,39 @@ class ProblemDescription:
 
 def _info(t: torch.Tensor) -> TensorInfo:
     return TensorInfo(list(t.shape), str(t.dtype).removeprefix("torch."), t.numel() * t.element_size())
+
+
+class _LiveBytes(TorchDispatchMode):
+    """Bytes of the tensors a forward allocates that are alive at once, on meta: each op's
+    fresh outputs count until their tensor dies (views and in-place results share storage and
+    do not count). An estimate of the reference's working memory, which the inputs, outputs
+    and parameters alone miss (a deep network's activations)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = 0
+        self.peak = 0
+
+    def _free(self, n: int) -> None:
+        self.live -= n
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        returns = func._schema.returns
+        flat = out if isinstance(out, (tuple, list)) else (out,)
+        for i, t in enumerate(flat):
+            if not isinstance(t, torch.Tensor) or not returns:
+                continue
+            if returns[min(i, len(returns) - 1)].alias_info is not None:  # a view or the input itself
+                continue
+            try:
+                n = t.untyped_storage().nbytes()
+            except Exception:  # noqa: BLE001 - a tensor without storage (e.g. a subclass)
+                n = t.numel() * t.element_size()
+            self.live += n
+            self.peak = max(self.peak, self.live)
+            weakref.finalize(t, self._free, n)
+        return out
 
 
 def describe(problem: Problem, device: str = "cuda") -> ProblemDescription:
@@ -65,8 +104,10 @@ def describe(problem: Problem, device: str = "cuda") -> ProblemDescription:
         desc.param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         desc.param_bytes += sum(b.numel() * b.element_size() for b in model.buffers())
         counter = FlopCounterMode(display=False)
-        with torch.no_grad(), counter:
+        live = _LiveBytes()
+        with torch.no_grad(), counter, live:
             out = model(*inputs)
+        desc.forward_peak_bytes = live.peak
         outs = [out] if isinstance(out, torch.Tensor) else [o for o in out if isinstance(o, torch.Tensor)]
         desc.outputs = [_info(o) for o in outs]
         desc.flops = int(counter.get_total_flops())

@@ -81,7 +81,7 @@ def lint(problems: Sequence[Problem], device: str = "cpu", *, timeout_s: float =
     reports = [LintReport(p.name, str(p.path), device) for p in problems]
     pending = list(range(len(problems)))
     while pending:
-        job = {"role": "lint", "device": device,
+        job = {"role": "lint", "device": device, "memory_bytes": lim.memory_bytes,
                "problems": [{"index": i, "path": str(problems[i].path), "atol": problems[i].atol,
                              "rtol": problems[i].rtol} for i in pending]}
         with tempfile.TemporaryDirectory(prefix="ks-lint-") as work:

@@ -36,12 +36,32 @@ def run_lint(job: dict, ch: Channel) -> None:
     for item in job["problems"]:
         i = item["index"]
         ch.send("phase", phase=f"lint:{i}")
+        unfit = _unfit(Path(item["path"]), device, job)
+        if unfit:  # not run: it would kill this worker, and the problems after it with it
+            ch.send("finding", index=i, code="run-error", severity="error", message=unfit[:500])
+            ch.send("linted", index=i)
+            continue
         for f in lint_reference(Path(item["path"]), device, item["atol"], item["rtol"], f"ks_lint_problem_{i}"):
             ch.send("finding", index=i, code=f.code, severity=f.severity, message=f.message)
         ch.send("linted", index=i)
         if device == "cuda":
             torch.cuda.empty_cache()
     ch.send("done")
+
+
+def _unfit(path: Path, device: str, job: dict) -> str:
+    """The evaluator's memory-feasibility reason for the problem on ``device`` ("" if it fits or
+    is unknown): a reference that cannot be evaluated there is not linted there either. Asked
+    here, in the worker, since describing the problem runs its forward (on meta)."""
+    from kernelsearch.evaluator.config import EvalConfig, Limits
+    from kernelsearch.evaluator.feasibility import fit_reason
+    from kernelsearch.problems.loader import load_problem
+
+    try:
+        limits = Limits(memory_bytes=int(job.get("memory_bytes") or Limits().memory_bytes))
+        return fit_reason(load_problem(path), EvalConfig(device=device, limits=limits))
+    except Exception:  # noqa: BLE001 - the lint's own run finds out what is wrong
+        return ""
 
 
 @dataclass

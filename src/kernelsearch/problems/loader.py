@@ -77,6 +77,10 @@ _PIP_NAMES = {"cv2": "opencv-python", "PIL": "pillow", "sklearn": "scikit-learn"
               "yaml": "pyyaml", "bs4": "beautifulsoup4", "attr": "attrs", "Crypto": "pycryptodome"}
 
 
+# modules KernelBench's problems import beyond torch: the extra that installs them all
+_EXTRAS = {"einops": "kernelbench", "transformers": "kernelbench"}
+
+
 def _one_line(text: str, limit: int = 400) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -88,7 +92,9 @@ def import_hint(error: BaseException) -> str:
         if not error.name:
             return "a module the file imports is not installed"
         top = error.name.split(".")[0]
-        return f"missing module {top!r}: pip install {_PIP_NAMES.get(top, top)}"
+        hint = f"missing module {top!r}: pip install {_PIP_NAMES.get(top, top)}"
+        extra = _EXTRAS.get(top)
+        return hint + (f", or every KernelBench dependency: pip install 'kernelsearch[{extra}]'" if extra else "")
     if isinstance(error, ImportError):
         return (f"{error.name!r} is installed but lacks what the file imports: check its version"
                 if error.name else "")
@@ -98,6 +104,9 @@ def import_hint(error: BaseException) -> str:
         return f"syntax error at {where}" + (f": {_one_line(text, 120)}" if text else "")
     if isinstance(error, SystemExit):
         return "the file exits when imported"
+    if isinstance(error, OSError) and "huggingface" in str(error).lower():
+        return ("it downloads a model from the Hugging Face Hub when imported: give it network access, or fill "
+                "the Hugging Face cache beforehand (HF_HOME) and set HF_HUB_OFFLINE=1")
     return ""
 
 

@@ -1,0 +1,149 @@
+"""Will a problem fit in the device's memory? Asked before any worker starts.
+
+A KernelBench problem sized for one GPU can need more than another has, and the evaluator
+holds several copies of its tensors at once. Started anyway, its worker dies of an
+out-of-memory error (or the host's OOM killer) after a minute of start-up, with a reason that
+names neither the problem's sizes nor the device's limit. This check reads the sizes from
+``problems/describe.py`` (run on the meta device: no memory) and turns an evaluation that cannot
+fit into an early ``crashed`` verdict that says what would be needed and what there is.
+
+What each worker holds at its peak (the two run one after the other, never at once; see
+``worker/candidate.py`` and ``judge/run.py``):
+
+- candidate worker: parameters; in correctness trial 0 the inputs, their clones for the
+  mutation check and the determinism run's fresh copy (3 x inputs), trial 0's output kept for
+  the after-the-call fingerprint check, and the forward's working memory (its own output
+  included); in later trials 2 x inputs and 2 kept outputs plus the forward. The timed loop
+  holds fewer (fresh inputs, one kept output, the 2 spot outputs).
+- judge: parameters, one set of inputs, the candidate's output read back, and the
+  reference's forward (its output included).
+
+The forward's working memory is the peak of the tensors one forward has alive at once, traced
+on meta; where that trace is missing, the outputs stand for it. Both roles also need a CUDA
+context and workspace (``CUDA_RESERVE``). On the CPU the limit is the worker's memory cap
+(``Limits.memory_bytes``; the judge has twice that) or the host's available memory, whichever
+is less. The outputs handed from the candidate to the judge are files, which must fit in the
+scratch space (``sandbox/scratch.py``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+
+from kernelsearch.evaluator.config import EvalConfig
+from kernelsearch.evaluator.sandbox.scratch import SHM, _available_memory
+from kernelsearch.problems.describe import ProblemDescription, TensorInfo, describe_cached
+from kernelsearch.problems.loader import Problem
+
+CUDA_RESERVE = 1 << 30  # per process: CUDA context, cuBLAS/cuDNN workspaces, allocator slack
+CPU_RESERVE = 512 << 20  # per process: the interpreter, torch's libraries
+
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    """Bytes of a problem's tensors and what each worker holds at its peak (reserve excluded)."""
+
+    inputs: int
+    outputs: int
+    params: int
+    forward: int  # the forward's working memory, its output included
+    handover: int  # output files written for the judge
+
+    @property
+    def candidate(self) -> int:
+        trial0 = 3 * self.inputs + self.outputs + self.forward
+        later = 2 * self.inputs + 2 * self.outputs + self.forward
+        return self.params + max(trial0, later)
+
+    @property
+    def judge(self) -> int:
+        return self.params + self.inputs + self.outputs + self.forward
+
+    def breakdown(self) -> str:
+        """The candidate worker's peak in its parts, for the reason."""
+        trial0 = 3 * self.inputs + self.outputs >= 2 * self.inputs + 2 * self.outputs
+        n_in, n_out = (3, 1) if trial0 else (2, 2)
+        return (f"inputs {_gb(self.inputs)} x{n_in} (the inputs, clones for the mutation check"
+                f"{', the determinism run' if n_in == 3 else ''}) + outputs {_gb(self.outputs)} x{n_out} kept + "
+                f"the forward's working memory {_gb(self.forward)} + parameters {_gb(self.params)}")
+
+
+def _gb(n: int) -> str:
+    if n >= 1e12:
+        return f"{n / 1e12:.1f} TB"
+    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.0f} MB"
+
+
+def memory_need(desc: ProblemDescription, config: EvalConfig) -> MemoryNeed | None:
+    """What the evaluation holds, from a problem's description; None where it is unknown."""
+    if desc.error or not desc.outputs:
+        return None
+    inputs = sum(i.nbytes for i in desc.inputs if isinstance(i, TensorInfo))
+    outputs = sum(o.nbytes for o in desc.outputs)
+    forward = max(desc.forward_peak_bytes or 0, outputs)
+    handover = outputs * (config.trials + 2 + config.timing.spot_checks)
+    return MemoryNeed(inputs, outputs, desc.param_bytes, forward, handover)
+
+
+def gpu_memory(config: EvalConfig) -> tuple[int, str] | None:
+    """Total memory of the GPU the evaluation runs on, and its name. From the device's
+    properties: asking for the free memory would make a CUDA context in this process."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    index = config.gpu if config.gpu is not None else torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(index)
+    return int(props.total_memory), str(props.name)
+
+
+def host_memory() -> int | None:
+    """The host's available memory (MemAvailable), None where unknown."""
+    return _available_memory()
+
+
+def _scratch_free() -> int:
+    """The most free space of a place the handover files may go (default temp dir or /dev/shm)."""
+    best = 0
+    for place in (tempfile.gettempdir(), str(SHM)):
+        try:
+            best = max(best, shutil.disk_usage(place).free)
+        except OSError:
+            continue
+    return best
+
+
+def fit_reason(problem: Problem, config: EvalConfig) -> str:
+    """Why the problem cannot be evaluated on ``config.device`` for want of memory; "" when it
+    fits or its sizes are unknown (the workers then find out)."""
+    need = memory_need(describe_cached(problem, config.device), config)
+    if need is None:
+        return ""
+    if config.device == "cuda":
+        gpu = gpu_memory(config)
+        if gpu is not None:
+            total, name = gpu
+            room = total - CUDA_RESERVE
+            for role, n in (("the candidate's worker", need.candidate), ("the judge", need.judge)):
+                if n > room:
+                    return (f"does not fit in GPU memory: {need.breakdown()} need ~{_gb(n)} in {role}; "
+                            f"the GPU ({name}) has {_gb(total)}, {_gb(CUDA_RESERVE)} of it kept for the "
+                            "CUDA context")
+    else:
+        host = host_memory()
+        cap = config.limits.memory_bytes
+        for role, n, limit in (("the candidate's worker", need.candidate, cap),
+                               ("the judge", need.judge, 2 * cap)):
+            room = min(limit, host) if host is not None else limit
+            if n + CPU_RESERVE > room:
+                what = (f"the worker's memory limit is {_gb(limit)}" if host is None or limit <= host
+                        else f"the host has {_gb(host)} available")
+                return (f"does not fit in memory: {need.breakdown()} need ~{_gb(n + CPU_RESERVE)} in {role}; "
+                        f"{what}")
+    free = _scratch_free()
+    if need.handover > free:
+        return (f"does not fit on disk: the {config.trials + 2 + config.timing.spot_checks} output files handed to "
+                f"the judge need {_gb(need.handover)}; the largest scratch space has {_gb(free)} free")
+    return ""

@@ -1,0 +1,202 @@
+"""Running over KernelBench: problems that cannot load or cannot fit get a specific reason, the
+sweep (benchmarks/kernelbench_sweep.py) judges each problem's reference as a candidate and
+resumes, and the baselines table reads KernelBench's timing format. The problems are small
+KernelBench-style files in tests/data/kernelbench, written for these tests."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+import time
+
+import pytest
+from conftest import DATA, ROOT
+
+from kernelsearch.archive.db import Archive
+from kernelsearch.evaluator import feasibility
+from kernelsearch.evaluator.config import EvalConfig
+from kernelsearch.evaluator.evaluate import evaluate
+from kernelsearch.evaluator.feasibility import MemoryNeed, fit_reason, memory_need
+from kernelsearch.evaluator.verdict.records import Status
+from kernelsearch.problems.describe import ProblemDescription, TensorInfo, describe
+from kernelsearch.problems.lint import lint
+from kernelsearch.problems.loader import load_problem, load_problems
+
+KB = DATA / "kernelbench"
+LEVEL1 = KB / "KernelBench" / "level1"
+
+
+def _script(name: str):
+    """A benchmarks/ script as a module (registered, as its dataclasses need)."""
+    mod_name = f"ks_bench_{name}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name]
+    spec = importlib.util.spec_from_file_location(mod_name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def no_einops(monkeypatch):
+    """einops missing whether or not this machine has it (None in sys.modules stops its import)."""
+    monkeypatch.setitem(sys.modules, "einops", None)
+
+
+def test_missing_module_hint_names_the_kernelbench_extra(no_einops):
+    problems, failures = load_problems(LEVEL1)
+    assert [f.name for f in failures] == ["3_Needs_einops"]
+    assert "pip install einops" in failures[0].hint
+    assert "kernelsearch[kernelbench]" in failures[0].hint
+    assert "3_Needs_einops" not in [p.name for p in problems]
+
+
+def test_kernelbench_extra_lists_what_its_problems_import():
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert {"einops", "transformers"} <= set(extras["kernelbench"])
+
+
+def test_forward_peak_counts_intermediates_alive_together():
+    desc = describe(load_problem(LEVEL1 / "2_Tiny_linear_tanh.py"), "cuda")
+    out = sum(o.nbytes for o in desc.outputs)
+    # the linear layer's output and tanh's are alive at once
+    assert desc.forward_peak_bytes == 2 * out
+
+
+def test_memory_need_adds_the_evaluators_copies():
+    desc = ProblemDescription("p", "cuda", inputs=[TensorInfo([10], "float32", 1000), 3],
+                              outputs=[TensorInfo([5], "float32", 400)], param_bytes=50, forward_peak_bytes=900)
+    need = memory_need(desc, EvalConfig(device="cuda"))
+    assert need == MemoryNeed(inputs=1000, outputs=400, params=50, forward=900, handover=400 * (5 + 2 + 2))
+    assert need.candidate == 50 + 3 * 1000 + 400 + 900  # trial 0: inputs, clones, determinism copy
+    assert need.judge == 50 + 1000 + 400 + 900
+
+
+def test_a_problem_too_large_is_crashed_before_any_worker_starts():
+    problem = load_problem(LEVEL1 / "4_Huge_shift.py")
+    t0 = time.monotonic()
+    res = evaluate(problem, _reference_candidate(problem), EvalConfig(device="cpu"))
+    assert res.status == Status.CRASHED
+    assert res.reason.startswith("does not fit in memory: inputs ")
+    assert "need ~" in res.reason and "TB in the candidate's worker" in res.reason
+    assert not any(k.startswith("candidate") for k in res.phase_s)  # no worker ran
+    assert time.monotonic() - t0 < 30
+
+
+def _reference_candidate(problem):
+    return _script("kernelbench_sweep").reference_candidate(problem)
+
+
+def test_gpu_figure_decides_on_cuda(monkeypatch):
+    problem = load_problem(LEVEL1 / "1_Tiny_scale_add.py")
+    config = EvalConfig(device="cuda")
+    monkeypatch.setattr(feasibility, "gpu_memory", lambda cfg: (80 << 30, "Roomy GPU"))
+    assert fit_reason(problem, config) == ""
+    monkeypatch.setattr(feasibility, "gpu_memory", lambda cfg: (feasibility.CUDA_RESERVE + 4096, "Tiny GPU"))
+    why = fit_reason(problem, config)
+    assert why.startswith("does not fit in GPU memory: inputs ")
+    assert "the GPU (Tiny GPU) has" in why and "kept for the CUDA context" in why
+
+
+def test_lint_reports_the_fit_reason_without_running_the_reference():
+    [report] = lint([load_problem(LEVEL1 / "4_Huge_shift.py")], "cpu")
+    [finding] = report.findings
+    assert finding.code == "run-error"
+    assert finding.message.startswith("does not fit in memory")
+
+
+def test_reference_candidate_passes_the_screen_marked_as_fallback():
+    from kernelsearch.evaluator.screen.python import screen
+
+    sc = screen(_reference_candidate(load_problem(LEVEL1 / "2_Tiny_linear_tanh.py")).source)
+    assert not sc.reject and not sc.syntax_error
+    assert "torch_fallback" in sc.flags
+
+
+def test_sweep_judges_each_problem_and_resumes(tmp_path, no_einops):
+    sweep = _script("kernelbench_sweep")
+    kb = tmp_path / "kb"
+    shutil.copytree(KB, kb)
+    out = tmp_path / "out"
+    base = ["--kernelbench", str(kb), "--levels", "1", "--device", "cpu", "--out", str(out),
+            "--home", str(tmp_path / "home"), "--no-compile", "--trials", "2"]
+
+    def evaluations() -> int:
+        with Archive(out / "archive.sqlite") as a:
+            return a.count("evaluations")
+
+    assert sweep.main(base + ["--part", "2/2"]) == 0  # files 2 and 4
+    rows = json.loads((out / "sweep-cpu.json").read_text())["rows"]
+    assert [r["key"] for r in rows] == ["level1/2_Tiny_linear_tanh.py", "level1/4_Huge_shift.py"]
+    assert evaluations() == 2
+
+    assert sweep.main(base) == 0  # the rest: 1 evaluated, 3 fails to load, 2 and 4 skipped
+    assert evaluations() == 3
+    rows = {r["key"]: r for r in json.loads((out / "sweep-cpu.json").read_text())["rows"]}
+    tiny = rows["level1/1_Tiny_scale_add.py"]
+    assert tiny["status"] == "correct" and "torch_fallback" in tiny["flags"]
+    assert tiny["eager_ms"] > 0 and tiny["compile_ms"] is None
+    assert rows["level1/2_Tiny_linear_tanh.py"]["status"] == "correct"
+    assert rows["level1/3_Needs_einops.py"]["status"] == "load_failed"
+    assert "kernelsearch[kernelbench]" in rows["level1/3_Needs_einops.py"]["hint"]
+    huge = rows["level1/4_Huge_shift.py"]
+    assert huge["status"] == "crashed" and huge["reason"].startswith("does not fit in memory")
+    assert any(line.startswith("run-error: does not fit") for line in huge["lint"])
+
+    lines = (out / "results-cpu.jsonl").read_text().splitlines()
+    assert sweep.main(base) == 0  # all judged: nothing evaluated, nothing appended
+    assert evaluations() == 3
+    assert (out / "results-cpu.jsonl").read_text().splitlines() == lines
+
+
+def test_sweep_parts_split_every_level(tmp_path):
+    sweep = _script("kernelbench_sweep")
+    parts = [sweep.select(KB, [1], [], (k, 3)) for k in (1, 2, 3)]
+    keys = [it.key for part in parts for it in part]
+    assert sorted(keys) == sorted(it.key for it in sweep.select(KB, [1], [], (1, 1)))
+    assert len(set(keys)) == len(keys)
+    assert [it.key for it in sweep.select(KB, [1], ["Huge"], (1, 1))] == ["level1/4_Huge_shift.py"]
+
+
+def _their_format(level_rows: dict[str, dict[str, float]]) -> dict:
+    """A timing file in KernelBench's layout: level -> problem file -> statistics in ms."""
+    return {level: {name: {"mean": ms, "std": ms / 100, "min": ms * 0.99, "max": ms * 1.2, "num_trials": 100,
+                           "hardware": "NVIDIA H100 80GB HBM3", "device": "cuda:0"} for name, ms in rows.items()}
+            for level, rows in level_rows.items()}
+
+
+def test_baselines_table_from_saved_json(tmp_path, capsys):
+    base = _script("kernelbench_baselines")
+    timing = tmp_path / "kb" / "results" / "timing" / "H100_Modal"
+    timing.mkdir(parents=True)
+    (timing / base.EAGER_FILE).write_text(json.dumps(_their_format(
+        {"level1": {"1_A.py": 2.0, "2_B.py": 1.0}, "level2": {"1_C.py": 4.0}})))
+    (timing / base.COMPILE_FILE).write_text(json.dumps(_their_format({"level1": {"1_A.py": 1.0}})))
+    ours = {"rows": [
+        {"key": "level1/1_A.py", "status": "correct", "eager_ms": 2.1, "compile_ms": 1.5,
+         "device_name": "NVIDIA H100 80GB HBM3"},
+        {"key": "level1/2_B.py", "status": "crashed", "reason": "does not fit in GPU memory: ...",
+         "eager_ms": None, "compile_ms": None},
+    ]}
+    (tmp_path / "ours.json").write_text(json.dumps(ours))
+
+    theirs = base.load_theirs(timing / base.EAGER_FILE)
+    assert set(theirs) == {"level1/1_A.py", "level1/2_B.py", "level2/1_C.py"}
+    rows = {r.key: r for r in base.compare(theirs, base.load_theirs(timing / base.COMPILE_FILE),
+                                            base.load_ours(tmp_path / "ours.json"))}
+    a = rows["level1/1_A.py"]
+    assert a.eager_ratio == pytest.approx(2.1 / 2.0) and a.compile_ratio == pytest.approx(1.5)
+    assert a.flag and a.note == ""  # compile 50 % slower: flagged, no known cause
+    assert not rows["level1/2_B.py"].flag and rows["level1/2_B.py"].note.startswith("ours crashed")
+    assert rows["level2/1_C.py"].note == "not in our sweep"
+
+    out = tmp_path / "rows.json"
+    assert base.main(["--kernelbench", str(tmp_path / "kb"), "--ours", str(tmp_path / "ours.json"),
+                      "--json", str(out)]) == 0
+    saved = {r["key"]: r for r in json.loads(out.read_text())}
+    assert saved["level1/1_A.py"]["flag"] is True
+    assert "level 1" in capsys.readouterr().out
