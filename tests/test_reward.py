@@ -23,19 +23,24 @@ CHEAT = ROOT / "tests" / "redteam" / "exploits" / "d_patch_perf_counter.py"  # p
 
 
 def test_correct_kernel_gets_bonus_plus_speedup(cpu_config, archive):
-    r = reward(load_problem(PROBLEM), FAST, config=cpu_config, archive=archive)
+    spec = RewardSpec(fallback_speedup=True)  # FAST is plain PyTorch: marked torch_fallback
+    r = reward(load_problem(PROBLEM), FAST, config=cpu_config, archive=archive, spec=spec)
     assert isinstance(r, Reward) and r.status == "correct" and r.source == FAST
+    assert "torch_fallback" in r.result.flags
     sp = r.result.speedup_vs_eager
     assert sp is not None and sp > 0
     assert r.reward == pytest.approx(0.3 + 1.0 * min(sp, 10.0))
     assert r.why.startswith(f"correct, {sp:.2f}x vs eager")
     assert archive.count("evaluations") == 1  # recorded like any evaluation
+    # by default PyTorch's work earns the bonus for correctness, not its speed
+    value, why = RewardSpec().score(r.result)
+    assert value == pytest.approx(0.3) and "torch_fallback" in why
 
     # the same verdict under other specs: a cap, a weight, the noise margin
-    assert RewardSpec(speedup_cap=0.5).score(r.result)[0] == pytest.approx(0.3 + min(sp, 0.5))
+    assert RewardSpec(speedup_cap=0.5, fallback_speedup=True).score(r.result)[0] == pytest.approx(0.3 + min(sp, 0.5))
     assert RewardSpec(correct_bonus=1.0, speed_weight=0.0).score(r.result)[0] == pytest.approx(1.0)
     spread = speedup_spread(r.result, "eager")  # the kernel's plus eager's IQR/median, as fast_p counts it
-    value, why = RewardSpec(margin=True).score(r.result)
+    value, why = RewardSpec(margin=True, fallback_speedup=True).score(r.result)
     assert value == pytest.approx(0.3 + min(sp * (1 - min(spread, 1.0)), 10.0))
     assert value <= r.reward and "noise margin" in why
 
@@ -59,7 +64,7 @@ def test_raw_model_answer_with_a_code_block(cpu_config):
     r = reward(PROBLEM, text, config=cpu_config)
     assert r.source == FAST  # the block defining ModelNew, not the sketch
     assert r.status == "correct"
-    assert r.reward == pytest.approx(0.3 + min(r.result.speedup_vs_eager, 10.0))
+    assert r.reward == pytest.approx(0.3)  # plain PyTorch: marked torch_fallback, no speed credit
 
 
 @pytest.mark.parametrize("text, why", [
@@ -92,6 +97,9 @@ def test_spec_maps_every_status():
     no_baseline = _result(Status.CORRECT)
     no_baseline.eager_timing = None
     assert spec.score(no_baseline)[0] == 0.3
+    fallback = _result(Status.CORRECT, flags=["torch_fallback"])
+    assert spec.score(fallback)[0] == 0.3
+    assert RewardSpec(fallback_speedup=True).score(fallback)[0] == pytest.approx(4.3)
     # a noisy kernel (IQR/median 2/3, eager without spread): its speedup counts as speedup * (1 - spread)
     noisy = _result(Status.CORRECT, eager=6.0)
     noisy.candidate_timing = TimingStats.from_samples([1.0, 1.0, 2.0, 2.0])

@@ -42,6 +42,9 @@ class RewardSpec:
     margin: discount the speedup by the kernel's timing noise first:
         ``speedup * (1 - spread)`` with the spread of the speedup as fast_p's noise margin counts
         it (metrics.speedup_spread: the kernel's plus eager's IQR/median; default False).
+    fallback_speedup: credit the speedup of a correct kernel marked ``torch_fallback`` (PyTorch or
+        a library did its work) too; by default it earns ``correct_bonus`` alone, as a search
+        holds it out of bests and parents, so a policy is not paid for calling PyTorch.
     """
 
     failure: float = 0.0
@@ -50,6 +53,7 @@ class RewardSpec:
     speed_weight: float = 1.0
     speedup_cap: float = 10.0
     margin: bool = False
+    fallback_speedup: bool = False
 
     def score(self, result: EvalResult) -> tuple[float, str]:
         """(reward, why) for one evaluation."""
@@ -60,6 +64,9 @@ class RewardSpec:
         speedup = result.speedup_vs_eager
         if speedup is None:
             return self.correct_bonus, "correct, but no speedup could be measured (no eager baseline)"
+        if "torch_fallback" in result.flags and not self.fallback_speedup:
+            return self.correct_bonus, (f"correct, but marked torch_fallback (PyTorch did the work): no credit for "
+                                        f"its {speedup:.2f}x vs eager")
         counted = speedup
         note = ""
         spread = speedup_spread(result, "eager") if self.margin else None
