@@ -258,3 +258,41 @@ def test_bench_says_which_fast_p_counts_fallbacks(monkeypatch):
     text = out.getvalue()
     assert "eager (incl. torch_fallback)" in text and "eager (own kernels only)" in text
     assert "marked torch_fallback" in text and "06_gelu" in text
+
+
+@pytest.mark.parametrize("policy", ["mark", "allow"])
+def test_a_leader_marked_on_re_verification(tmp_path, monkeypatch, policy):
+    """The library-time share behind the mark can fall either side of its threshold from one
+    evaluation to the next: a leader whose re-checks come back marked fails verification under
+    the default policy (the next kernel is verified instead) and passes under `allow`."""
+    import kernelsearch.search.verify_run as verify_run
+
+    def answer(req) -> str:
+        if req.metadata["purpose"] == "ideas":
+            return ideas_answer(("Idea", "memory_hierarchy"))
+        return code_answer(torch_source(f"a * 3 + b  # wrong {req.metadata['slot']}"))
+
+    config = run_config("evolve", "scripted:x", Budgets(rounds=1), torch_fallback=policy, n=2,
+                        crossover_rate=0.0, explore=0.5)
+    store, run_id, _ = _drive(tmp_path, config, answer, seeds=[OWN_FAST, OWN_SLOW])
+    fast, slow = _id(OWN_FAST), _id(OWN_SLOW)
+    with store:
+        assert [m.candidate_id for m in store.members(run_id)] == [fast, slow]
+    verified: list[str] = []
+
+    def stub(problem, cand, config, trials=10, sanitize=None) -> VerifyResult:
+        verified.append(cand.id)
+        flags = ["torch_fallback"] if cand.id == fast else []
+        return VerifyResult(cand.id, problem.id, config.device, [Check("stub", True, "ok")], flags=flags)
+
+    monkeypatch.setattr(verify_run, "verify", stub)
+    [*_, last] = verify_run.verify_best(tmp_path / "run", top=1, processes=0)
+    with RunStore(tmp_path / "run") as store:
+        if policy == "mark":
+            assert verified == [fast, slow] and last.candidate_id == slow and last.ok
+            ok, reason = store.archive.verification(fast)[:2]
+            assert not ok and "marked torch_fallback on re-verification" in reason
+            assert [m.candidate_id for m in store.members(run_id)] == [slow]
+        else:
+            assert verified == [fast] and last.ok
+            assert [m.candidate_id for m in store.members(run_id)] == [fast, slow]

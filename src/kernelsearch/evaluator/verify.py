@@ -43,6 +43,7 @@ class VerifyResult:
     device: str
     checks: list[Check] = field(default_factory=list)
     confirmation: dict | None = None  # the published timing (confirm.Confirmation.to_dict()), once confirmed
+    flags: list[str] = field(default_factory=list)  # evaluator marks seen on the re-checks (e.g. torch_fallback)
 
     @property
     def ok(self) -> bool:
@@ -58,7 +59,7 @@ class VerifyResult:
     def to_dict(self) -> dict:
         return {"candidate_id": self.candidate_id, "problem_id": self.problem_id, "device": self.device,
                 "ok": self.ok, "reason": self.reason, "checks": [asdict(c) for c in self.checks],
-                "confirmation": self.confirmation}
+                "confirmation": self.confirmation, "flags": self.flags}
 
     def add_confirmation(self, conf: Confirmation) -> None:
         """The timing confirmed over fresh processes: one more check (each process re-checks
@@ -84,6 +85,7 @@ def verify(problem: Problem, candidate: Candidate, config: EvalConfig, trials: i
     base = config.with_(trials=trials, compile_baseline=False, seed=None)
     for d in distributions:
         r = evaluate(problem, candidate, base.with_(distribution=d), archive=None)
+        res.flags += [f for f in r.flags if f not in res.flags]
         res.checks.append(Check(f"distribution:{d}", r.status is Status.CORRECT,
                                 r.reason if r.status is not Status.CORRECT else "correct",
                                 r.max_abs_error, r.norm_error))

@@ -10,9 +10,10 @@ from pathlib import Path
 
 from kernelsearch.evaluator.confirm import DEFAULT_PROCESSES, confirm
 from kernelsearch.evaluator.evaluate import baseline_key
-from kernelsearch.evaluator.verify import VerifyResult, verify
+from kernelsearch.evaluator.verify import Check, VerifyResult, verify
 from kernelsearch.problems.loader import load_problem
 from kernelsearch.search.driver import problem_file
+from kernelsearch.search.ranking import FALLBACK_FLAG
 from kernelsearch.search.store import RunStore
 
 
@@ -41,6 +42,11 @@ def verify_best(run_dir: str | Path, top: int = 1, trials: int = 10, sanitize: b
             cand = store.candidate(todo[0].candidate_id)
             if archive.verification(cand.id) is None:
                 res = verify(problem, cand, config, trials=trials, sanitize=sanitize)
+                if FALLBACK_FLAG in res.flags and run.config.torch_fallback != "allow":
+                    # a share of library time near the mark's threshold can fall either side
+                    # from one evaluation to the next: a leader the re-checks mark is held out too
+                    res.checks.append(Check(FALLBACK_FLAG, False, "marked torch_fallback on re-verification (PyTorch "
+                                            "or a library did the work); run --torch-fallback allow counts it"))
             else:
                 res = VerifyResult(cand.id, problem.id, config.device)
             if processes > 0 and (res.ok or not res.checks):
