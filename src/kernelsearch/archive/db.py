@@ -135,6 +135,11 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX confirmations_by_candidate ON confirmations(candidate_id, device);
     """,
+    # 6: which playbook notes (kernelsearch.playbook) went into each LLM call's prompt: JSON
+    # [{"id", "reason"}]; NULL for calls made before the playbook or with it off
+    """
+    ALTER TABLE llm_calls ADD COLUMN playbook TEXT
+    """,
 ]
 
 

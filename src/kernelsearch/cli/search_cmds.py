@@ -113,6 +113,9 @@ def add_search_commands(sub: Any) -> None:
     g.add_argument("--prices", default=None, help="JSON price table (USD per million tokens) to extend the defaults")
     g.add_argument("--prompts", default=None, help="directory of prompt templates overriding the built-in ones")
     g.add_argument("--hardware", default=None, help="hardware description for the prompts (default: detected)")
+    g.add_argument("--playbook", choices=["on", "off"], default=None,
+                   help="add the technique notes that fit the problem and its profile to the prompts "
+                        "(default on; kept on resume unless given)")
 
     g = p.add_argument_group("evaluation")
     g.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available, else cpu")
@@ -222,12 +225,13 @@ def _new_config(args: argparse.Namespace, problem: Any, device: str) -> RunConfi
         base_url=args.base_url, api_key_env=args.api_key_env, llm_jobs=args.llm_jobs, build_jobs=args.jobs,
         prompts_dir=args.prompts, prices=args.prices, params=params, budgets=budgets,
         eval=_eval_config(args, device), torch_fallback=args.torch_fallback or "mark",
+        playbook=args.playbook or "on",
     )
 
 
 def _resumed_config(args: argparse.Namespace, config: RunConfig) -> RunConfig:
-    """Budgets, provider, parallelism and whether PyTorch fallbacks rank (mark or allow) may
-    change on resume; what is searched and how it is judged may not."""
+    """Budgets, provider, parallelism, the playbook and whether PyTorch fallbacks rank (mark or
+    allow) may change on resume; what is searched and how it is judged may not."""
     changes: dict[str, Any] = {"budgets": _budgets(args, config.budgets)}
     policy = args.torch_fallback
     if policy is not None and policy != config.torch_fallback:
@@ -242,6 +246,8 @@ def _resumed_config(args: argparse.Namespace, config: RunConfig) -> RunConfig:
         changes["llm_timeout"] = args.llm_timeout
     if args.jobs is not None:
         changes["build_jobs"] = args.jobs
+    if args.playbook is not None:  # only later prompts change; answered ones are kept
+        changes["playbook"] = args.playbook
     for name in ("base_url", "api_key_env", "prices"):
         if getattr(args, name) is not None:
             changes[name] = getattr(args, name)

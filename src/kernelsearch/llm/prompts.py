@@ -7,7 +7,8 @@ system, ideas, implement, refine, crossover, and backend_<name> (notes per backe
 
 Placeholders: problem_name, problem_source, backend, backend_notes, hardware,
 current_kernel, current_performance (timings, roofline and profile of current_kernel), feedback, ideas_ledger, num_ideas, idea, idea_family, parent_a, parent_b,
-parent_a_summary, parent_b_summary. Code values (problem_source, current_kernel, parent_a,
+parent_a_summary, parent_b_summary, playbook (the chosen technique notes with their own
+heading, `kernelsearch.playbook.render`; empty when off or none fit). Code values (problem_source, current_kernel, parent_a,
 parent_b) arrive already fenced; HardwareContext, Feedback and ledger entries are formatted
 here. Optional ones have a sensible stand-in; a placeholder with no value is an error.
 """
@@ -37,6 +38,7 @@ STAND_INS = {
     "idea_family": "other",
     "parent_a_summary": "",
     "parent_b_summary": "",
+    "playbook": "",
 }
 MAX_LOG_CHARS = 4000
 

@@ -40,6 +40,9 @@ class ProblemDescription:
     min_bytes: int | None = None
     # the most bytes of tensors made by one forward alive at once (outputs included); None: unknown
     forward_peak_bytes: int | None = None
+    # aten operators the forward ran (on meta), e.g. "addmm", "_softmax": what the reference
+    # computes, however its source spells it (the playbook picks notes by it)
+    ops: list[str] = field(default_factory=list)
     error: str = ""
 
     def to_dict(self) -> dict:
@@ -66,12 +69,14 @@ class _LiveBytes(TorchDispatchMode):
         super().__init__()
         self.live = 0
         self.peak = 0
+        self.ops: set[str] = set()
 
     def _free(self, n: int) -> None:
         self.live -= n
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        self.ops.add(func.overloadpacket.__name__)
         returns = func._schema.returns
         flat = out if isinstance(out, (tuple, list)) else (out,)
         for i, t in enumerate(flat):
@@ -108,6 +113,7 @@ def describe(problem: Problem, device: str = "cuda") -> ProblemDescription:
         with torch.no_grad(), counter, live:
             out = model(*inputs)
         desc.forward_peak_bytes = live.peak
+        desc.ops = sorted(live.ops)
         outs = [out] if isinstance(out, torch.Tensor) else [o for o in out if isinstance(o, torch.Tensor)]
         desc.outputs = [_info(o) for o in outs]
         desc.flops = int(counter.get_total_flops())

@@ -17,6 +17,12 @@ from pathlib import Path
 from kernelsearch.llm.base import LLMRequest, LLMResponse, Usage
 
 
+def playbook_json(request: LLMRequest) -> str | None:
+    """The notes the proposer put into this request's prompt (its metadata), as stored."""
+    notes = request.metadata.get("playbook")
+    return None if notes is None else json.dumps(notes)
+
+
 class RunCallLog:
     """A `ResponseCache` over one run's rows of `llm_calls` (keyed by run and request key)."""
 
@@ -49,13 +55,14 @@ class RunCallLog:
             self.run_id, meta.get("round"), meta.get("slot"), meta.get("purpose"), key,
             json.dumps(request.to_dict(), ensure_ascii=False), response.content, response.finish_reason,
             response.usage.input_tokens, response.usage.output_tokens, response.cost_usd, response.latency_s,
-            response.provider, response.model or request.model, "answered", now, now,
+            response.provider, response.model or request.model, "answered", now, now, playbook_json(request),
         )
         with closing(self._connect()) as db, db:
             db.execute(
                 """INSERT INTO llm_calls(run_id, round, slot, purpose, request_key, request, answer, finish_reason,
-                       input_tokens, output_tokens, cost_usd, latency_s, provider, model, outcome, created_at, updated_at)
-                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+                       input_tokens, output_tokens, cost_usd, latency_s, provider, model, outcome, created_at, updated_at,
+                       playbook)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
                    ON CONFLICT(run_id, request_key) DO UPDATE SET answer=excluded.answer,
                        finish_reason=excluded.finish_reason, input_tokens=excluded.input_tokens,
                        output_tokens=excluded.output_tokens, cost_usd=excluded.cost_usd,

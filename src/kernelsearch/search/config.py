@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
+from kernelsearch.playbook.notes import MODES as PLAYBOOK_MODES
 from kernelsearch.search.ranking import FALLBACK_POLICIES
 
 STRATEGIES = ("single", "best-of-n", "refine", "branch", "evolve")
@@ -61,8 +62,12 @@ class RunConfig:
     # ranking (best, parents, verify, export), "allow" ranks them, "reject" has the evaluator
     # reject them (search.ranking.eligible_sql is the rule)
     torch_fallback: str = "mark"
+    # technique notes (kernelsearch.playbook) chosen per prompt: "on" or "off"
+    playbook: str = "on"
 
     def __post_init__(self) -> None:
+        if self.playbook not in PLAYBOOK_MODES:
+            raise ValueError(f"playbook must be one of {PLAYBOOK_MODES}, not {self.playbook!r}")
         if self.torch_fallback not in FALLBACK_POLICIES:
             raise ValueError(f"torch_fallback must be one of {FALLBACK_POLICIES}, not {self.torch_fallback!r}")
         # the evaluator knows mark and reject; either side asking for reject means reject
@@ -101,6 +106,7 @@ class RunConfig:
         ev = dict(d.pop("eval"))
         timing, limits = TimingConfig(**ev.pop("timing")), Limits(**ev.pop("limits"))
         known = {f.name for f in fields(cls)}
+        d.setdefault("playbook", "off")  # a run made before the playbook keeps the prompts it had
         return cls(
             **{k: v for k, v in d.items() if k in known and k not in ("params", "budgets")},
             params=StrategyParams(**d.get("params", {})),

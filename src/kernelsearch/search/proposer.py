@@ -19,6 +19,7 @@ from kernelsearch.llm.base import LLMError, LLMRequest, LLMResponse, Provider
 from kernelsearch.llm.client import LLMClient
 from kernelsearch.llm.extract import extract_code, read_ideas
 from kernelsearch.llm.prompts import Feedback, PromptLibrary
+from kernelsearch.playbook import Choice, choose, render, serves
 from kernelsearch.problems.loader import Problem
 from kernelsearch.search.budgets import BudgetStop, Spent, llm_stop
 from kernelsearch.search.config import RunConfig
@@ -97,6 +98,24 @@ class Proposer:
         # called with each new candidate as soon as it is committed (the driver hands it to the
         # executor, so builds and evaluations overlap the rest of the round's LLM calls)
         self.on_candidate: Callable[[Candidate], None] | None = None
+        self._description: Any = None
+
+    def playbook(self, candidate_id: str | None) -> list[Choice]:
+        """The technique notes for a prompt about ``candidate_id`` (or the reference): chosen
+        from the problem's description on meta, the run's hardware text and that kernel's own
+        evaluation (roofline, profile), all fixed once it is evaluated, so a prompt rebuilt on
+        resume gets the same notes."""
+        if self.config.playbook == "off" or not serves(self.config.backend):
+            return []  # off, or no note is for this backend: do not describe the problem
+        if self._description is None:
+            from kernelsearch.problems.describe import describe_cached
+
+            # at the GPU's sizes: every note is for a GPU backend (CPU_SIZES would shrink a GEMM
+            # into something that looks memory-bound)
+            self._description = describe_cached(self.problem, "cuda")
+        result = self.store.result(self.run_id, candidate_id) if candidate_id else None
+        return choose(self._description, backend=self.config.backend, source=self.problem.source,
+                      hardware=self.config.hardware, result=result)
 
     @property
     def client(self) -> LLMClient:
@@ -132,39 +151,44 @@ class Proposer:
         return fb.performance() if fb is not None and fb.status == "correct" else None
 
     def request(self, template: str, *, round_no: int, slot: int, purpose: str, sample_index: int = 0,
-                **context: Any) -> LLMRequest:
+                about: str | None = None, **context: Any) -> LLMRequest:
+        """``about``: the kernel the prompt is about (None: the reference), for the playbook."""
+        notes = self.playbook(about)
         ctx = {
             "problem_name": self.problem.name, "problem_source": self.problem.source,
-            "backend": self.config.backend, "hardware": self.config.hardware or None, **context,
+            "backend": self.config.backend, "hardware": self.config.hardware or None,
+            "playbook": render(notes), **context,
         }
+        meta = {"run": self.run_id, "round": round_no, "slot": slot, "purpose": purpose, "problem": self.problem.name}
+        if self.config.playbook == "on":
+            meta["playbook"] = [c.to_dict() for c in notes]
         return self.client.request(
             self.prompts.messages(template, ctx),
             temperature=self.config.temperature, max_tokens=self.config.max_tokens, sample_index=sample_index,
-            metadata={"run": self.run_id, "round": round_no, "slot": slot, "purpose": purpose,
-                      "problem": self.problem.name},
+            metadata=meta,
         )
 
     def ideas_request(self, round_no: int, slot: int, parent: str | None, ledger: list[dict[str, str]],
                       num: int, sample_index: int = 0) -> LLMRequest:
         return self.request("ideas", round_no=round_no, slot=slot, purpose="ideas", sample_index=sample_index,
-                            current_kernel=self.source(parent),
+                            about=parent, current_kernel=self.source(parent),
                             current_performance=self.performance(parent, round_no), num_ideas=num,
                             ideas_ledger=[LedgerItem(e["idea"], e["family"], e["result"]) for e in ledger])
 
     def implement_request(self, round_no: int, slot: int, parent: str | None, idea: IdeaRow | None,
                           sample_index: int = 0) -> LLMRequest:
         return self.request("implement", round_no=round_no, slot=slot, purpose="implement",
-                            sample_index=sample_index, current_kernel=self.source(parent),
+                            sample_index=sample_index, about=parent, current_kernel=self.source(parent),
                             current_performance=self.performance(parent, round_no), idea=idea.text if idea else OPEN_IDEA, idea_family=idea.family if idea else "other")
 
     def refine_request(self, round_no: int, slot: int, parent: str, feedback: Feedback | str,
                        sample_index: int = 0) -> LLMRequest:
         return self.request("refine", round_no=round_no, slot=slot, purpose="refine", sample_index=sample_index,
-                            current_kernel=self.source(parent), feedback=feedback)
+                            about=parent, current_kernel=self.source(parent), feedback=feedback)
 
     def crossover_request(self, round_no: int, slot: int, a: str, b: str, sample_index: int = 0) -> LLMRequest:
         return self.request("crossover", round_no=round_no, slot=slot, purpose="crossover",
-                            sample_index=sample_index, parent_a=self.source(a), parent_b=self.source(b),
+                            sample_index=sample_index, about=a, parent_a=self.source(a), parent_b=self.source(b),
                             parent_a_summary=self._summary(a, round_no),
                             parent_b_summary=self._summary(b, round_no))
 

@@ -35,6 +35,17 @@ def idea_label(store: RunStore, row: dict[str, Any]) -> tuple[str, str]:
     return "open prompt (no idea given)", "other"
 
 
+def notes_used(store: RunStore, run_id: str) -> dict[int, dict[str, int]]:
+    """Per round, how many LLM calls each playbook note went into."""
+    used: dict[int, dict[str, int]] = {}
+    for row in store.conn.execute("SELECT round, playbook FROM llm_calls WHERE run_id=? AND playbook IS NOT NULL "
+                                  "ORDER BY id", (run_id,)):
+        counts = used.setdefault(row["round"], {})
+        for note in json.loads(row["playbook"]):
+            counts[note["id"]] = counts.get(note["id"], 0) + 1
+    return used
+
+
 def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
     run = store.run(run_id)
     rid = run.id
@@ -57,6 +68,7 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
                  and (v["problem_id"], v["device"]) == key and v["ranked_ms"]]
         return min(timed, key=lambda x: x[0]) if timed else None
 
+    playbook = notes_used(store, rid)
     rounds, best_so_far = [], None
     for rd in store.rounds(rid):
         rows = [r for r in lineage if r["round"] == rd.round]
@@ -73,7 +85,7 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
             "round_best_speedup": base.speedups(round_best[0])[0] if round_best else None,
             "best_speedup": base.speedups(best_so_far[0])[0] if best_so_far else None,
             "best_candidate_id": best_so_far[1]["candidate_id"] if best_so_far else None,
-            "idea": idea, "family": family,
+            "idea": idea, "family": family, "playbook": playbook.get(rd.round, {}),
         })
     name, source = store.problem_source(run.problem_id)
     library = declared_string(source, "LIBRARY").strip()  # the library kernel eager runs (problem's LIBRARY)
@@ -192,6 +204,10 @@ def print_trajectory(t: dict[str, Any], console: Console | None = None) -> None:
         console.print(f"held out: {len(held)} correct kernel(s) whose work PyTorch/ATen did (torch_fallback), "
                       f"never best, parents or exported; `run --resume ... --torch-fallback allow` ranks them: "
                       + ", ".join(held[:5]) + (" ..." if len(held) > 5 else ""), highlight=False)
+    used = [f"round {r['round']}: " + ", ".join(f"{k} x{n}" for k, n in r["playbook"].items())
+            for r in t["rounds"] if r.get("playbook")]
+    if used:
+        console.print(escape("playbook notes in the prompts: " + "; ".join(used)), highlight=False)
     cost = f"${t['cost_usd']:.4f}" + (f" (+{t['unpriced_calls']} unpriced)" if t["unpriced_calls"] else "")
     console.print(f"{t['candidates']} candidates ({t['evaluated']} evaluated, {t['pending']} pending), "
                   f"{t['ideas']} ideas, {t['llm_calls']} LLM calls ({t['llm_errors']} failed), "

@@ -26,6 +26,7 @@ from kernelsearch.evaluator.verdict.records import EvalResult
 from kernelsearch.llm.base import LLMRequest
 from kernelsearch.llm.extract import Idea
 from kernelsearch.problems.loader import Problem
+from kernelsearch.search.calls import playbook_json
 from kernelsearch.search.config import RunConfig
 from kernelsearch.search.ranking import (
     Baseline,
@@ -294,12 +295,14 @@ class RunStore:
         meta, now = request.metadata, time.time()
         with self.archive.tx() as c:
             c.execute(
-                """INSERT INTO llm_calls(run_id, round, slot, purpose, request_key, request, outcome, note, created_at, updated_at)
-                   VALUES (?,?,?,?,?,?,?,?,?,?)
+                """INSERT INTO llm_calls(run_id, round, slot, purpose, request_key, request, outcome, note, created_at,
+                       updated_at, playbook)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?)
                    ON CONFLICT(run_id, request_key) DO UPDATE SET outcome='error', note=excluded.note,
                    updated_at=excluded.updated_at WHERE answer IS NULL""",
                 (run_id, meta.get("round"), meta.get("slot"), meta.get("purpose"), request.key(),
-                 json.dumps(request.to_dict()), "error", f"{type(error).__name__}: {error}"[:2000], now, now),
+                 json.dumps(request.to_dict()), "error", f"{type(error).__name__}: {error}"[:2000], now, now,
+                 playbook_json(request)),
             )
 
     def answered_requests(self, run_id: str) -> list[LLMRequest]:
