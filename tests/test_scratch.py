@@ -23,7 +23,7 @@ def _free(path: Path) -> int:
 
 def test_large_outputs_go_to_the_tmpfs_when_they_fit(tmp_path):
     assert scratch.scratch_root(1 << 30, shm=tmp_path) in (str(tmp_path), None)  # None only if memory is short
-    if scratch._available_memory() and scratch._available_memory() > (1 << 30) + (4 << 30) \
+    if scratch.available_memory() and scratch.available_memory() > (1 << 30) + (4 << 30) \
             and _free(tmp_path) > (2 << 30):
         assert scratch.scratch_root(1 << 30, shm=tmp_path) == str(tmp_path)
 

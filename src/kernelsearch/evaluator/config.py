@@ -20,6 +20,7 @@ LATE_RETRIES = 3
 # CUDA stream-order check (worker/streams.py): gated calls at most, the gate doubling each time;
 # only a call whose caller's stream waits for its side streams (or outlasts the gate) takes all
 STREAM_ORDER_CALLS = 3
+ORDER_FILE = "order0.kst"  # the stream-order check's snapshot, handed to the judge
 
 
 @dataclass(frozen=True)

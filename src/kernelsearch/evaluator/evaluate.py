@@ -24,7 +24,7 @@ from kernelsearch.evaluator.builds.cache import build_dir, building
 from kernelsearch.evaluator.builds.stream_shim import ShimUnavailable, shim_path
 from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.evaluator.config import LATE_RETRIES, STREAM_ORDER_CALLS, EvalConfig
-from kernelsearch.evaluator.feasibility import fit_reason
+from kernelsearch.evaluator.feasibility import fit_reason, memory_need
 from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
 from kernelsearch.evaluator.sandbox.scratch import make_workdir
 from kernelsearch.evaluator.screen.python import screen
@@ -194,13 +194,9 @@ def _memory_check(problem: Problem, config: EvalConfig, res: EvalResult) -> tupl
 
 
 def _handover_bytes(problem: Problem, config: EvalConfig) -> int | None:
-    """What the candidate worker writes for the judge: one output per trial, the determinism
-    run, each timed spot check and the stream-order check's (None when the problem cannot be
-    described)."""
-    desc = describe_cached(problem, config.device)
-    if desc.error or not desc.outputs:
-        return None
-    return sum(o.nbytes for o in desc.outputs) * (config.trials + 2 + config.timing.spot_checks)
+    """What the candidate worker writes for the judge (None when the problem cannot be described)."""
+    need = memory_need(describe_cached(problem, config.device), config)
+    return need.handover if need is not None else None
 
 
 def _draw_seeds(config: EvalConfig, trials: int) -> tuple[int, list[int], list[int], list[int]]:
@@ -431,9 +427,7 @@ def _observed_torch_compute(cand: WorkerOutcome, res: EvalResult) -> str:
     if not isinstance(seen, dict) or not seen:
         return ""
     summary = ", ".join(f"{name} x{n}" for name, n in sorted(seen.items(), key=lambda kv: -int(kv[1]))[:6])
-    if "torch_fallback" not in res.flags:
-        res.flags.append("torch_fallback")
-    res.errors.append("forward ran PyTorch compute: " + summary)
+    _mark_fallback(res, "forward ran PyTorch compute: " + summary)
     return summary
 
 
@@ -443,10 +437,15 @@ def _library_compute(cand: WorkerOutcome, res: EvalResult) -> str:
     share = library_share(cand.first("profile")) if res.device == "cuda" else None
     if share is None or not share.fallback:
         return ""
+    _mark_fallback(res, share.describe())
+    return share.describe()
+
+
+def _mark_fallback(res: EvalResult, note: str) -> None:
+    """The torch_fallback mark, once, and what was seen, in the result's notes."""
     if "torch_fallback" not in res.flags:
         res.flags.append("torch_fallback")
-    res.errors.append(share.describe())
-    return share.describe()
+    res.errors.append(note)
 
 
 def _profile_mismatch(cand: WorkerOutcome, timing: TimingStats | None) -> str:

@@ -33,7 +33,7 @@ import tempfile
 from dataclasses import dataclass
 
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.sandbox.scratch import SHM, _available_memory
+from kernelsearch.evaluator.sandbox.scratch import SHM, available_memory
 from kernelsearch.problems.describe import ProblemDescription, TensorInfo, describe_cached
 from kernelsearch.problems.loader import Problem
 
@@ -76,6 +76,12 @@ def _gb(n: int) -> str:
     return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.0f} MB"
 
 
+def handover_files(config: EvalConfig) -> int:
+    """Output files the candidate worker writes for the judge: one per trial, the determinism
+    run, the stream-order check's snapshot and each timed spot check."""
+    return config.trials + 2 + config.timing.spot_checks
+
+
 def memory_need(desc: ProblemDescription, config: EvalConfig) -> MemoryNeed | None:
     """What the evaluation holds, from a problem's description; None where it is unknown."""
     if desc.error or not desc.outputs:
@@ -83,7 +89,7 @@ def memory_need(desc: ProblemDescription, config: EvalConfig) -> MemoryNeed | No
     inputs = sum(i.nbytes for i in desc.inputs if isinstance(i, TensorInfo))
     outputs = sum(o.nbytes for o in desc.outputs)
     forward = max(desc.forward_peak_bytes or 0, outputs)
-    handover = outputs * (config.trials + 2 + config.timing.spot_checks)
+    handover = outputs * handover_files(config)
     return MemoryNeed(inputs, outputs, desc.param_bytes, forward, handover)
 
 
@@ -97,11 +103,6 @@ def gpu_memory(config: EvalConfig) -> tuple[int, str] | None:
     index = config.gpu if config.gpu is not None else torch.cuda.current_device()
     props = torch.cuda.get_device_properties(index)
     return int(props.total_memory), str(props.name)
-
-
-def host_memory() -> int | None:
-    """The host's available memory (MemAvailable), None where unknown."""
-    return _available_memory()
 
 
 def _scratch_free() -> int:
@@ -132,7 +133,7 @@ def fit_reason(problem: Problem, config: EvalConfig) -> str:
                             f"the GPU ({name}) has {_gb(total)}, {_gb(CUDA_RESERVE)} of it kept for the "
                             "CUDA context")
     else:
-        host = host_memory()
+        host = available_memory()
         cap = config.limits.memory_bytes
         for role, n, limit in (("the candidate's worker", need.candidate, cap),
                                ("the judge", need.judge, 2 * cap)):
@@ -144,6 +145,6 @@ def fit_reason(problem: Problem, config: EvalConfig) -> str:
                         f"{what}")
     free = _scratch_free()
     if need.handover > free:
-        return (f"does not fit on disk: the {config.trials + 2 + config.timing.spot_checks} output files handed to "
+        return (f"does not fit on disk: the {handover_files(config)} output files handed to "
                 f"the judge need {_gb(need.handover)}; the largest scratch space has {_gb(free)} free")
     return ""

@@ -50,15 +50,22 @@ def run_judge(job: dict, ch: Channel) -> None:
         except CodecError as e:
             return None, f"output file unreadable: {e}"
 
-    for i, seed in enumerate(job.get("check_trials", [])):
-        got, why = load(f"trial{i}.kst")
-        tag = f"trial{i}"
+    def check(tag: str, name: str, seed: int, wrong: str = "") -> list | None:
+        """Compare one output file with the reference on ``seed``; a failure's reason starts
+        with ``wrong``. The output, for a check that needs it again."""
+        got, why = load(name)
         if got is None:
             ch.send("check", tag=tag, ok=False, reason=why)
-            continue
-        ref = reference(seed)
-        ch.send("check", **compare(tag, got, ref, atol, rtol, guard_vacuous=vacuity).__dict__)
-        if i == 0:
+            return None
+        c = compare(tag, got, reference(seed), atol, rtol, guard_vacuous=vacuity)
+        if not c.ok:
+            c.reason = wrong + c.reason
+        ch.send("check", **c.__dict__)
+        return got
+
+    for i, seed in enumerate(job.get("check_trials", [])):
+        got = check(f"trial{i}", f"trial{i}.kst", seed)
+        if i == 0 and got is not None:
             again, why = load("repeat0.kst")
             if again is None:
                 ch.send("check", tag="determinism", ok=False, reason=why)
@@ -67,29 +74,15 @@ def run_judge(job: dict, ch: Channel) -> None:
                 if not c.ok:
                     c.reason = "two runs on the same inputs disagree: " + c.reason
                 ch.send("check", **c.__dict__)
-        del ref, got
+        del got
     order = job.get("check_order")
     if order:  # the stream-order check's snapshot: the output as the caller's stream saw it
-        got, why = load(order["file"])
-        tag = "stream order"
-        if got is None:
-            ch.send("check", tag=tag, ok=False, reason=why)
-        else:
-            c = compare(tag, got, reference(order["seed"]), atol, rtol, guard_vacuous=vacuity)
-            if not c.ok:
-                c.reason = ("wrong when its side streams run late (the caller's stream read their results without "
-                            "waiting for them): " + c.reason)
-            ch.send("check", **c.__dict__)
+        check("stream order", order["file"], order["seed"],
+              "wrong when its side streams run late (the caller's stream read their results without waiting "
+              "for them): ")
     for spot in job.get("check_spots", []):
-        got, why = load(spot["file"])
-        tag = f"timed call (input set {spot['input_set']})"
-        if got is None:
-            ch.send("check", tag=tag, ok=False, reason=why)
-            continue
-        c = compare(tag, got, reference(job["timing_seeds"][spot["input_set"]]), atol, rtol, guard_vacuous=vacuity)
-        if not c.ok:
-            c.reason = "output of a timed call is wrong: " + c.reason
-        ch.send("check", **c.__dict__)
+        check(f"timed call (input set {spot['input_set']})", spot["file"], job["timing_seeds"][spot["input_set"]],
+              "output of a timed call is wrong: ")
     if torch.cuda.is_available() and device == "cuda":
         torch.cuda.empty_cache()
 

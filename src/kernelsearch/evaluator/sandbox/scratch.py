@@ -20,7 +20,8 @@ _MARGIN = 1 << 30  # left free in the tmpfs and in memory beyond what the output
 _SMALL = 64 << 20  # outputs this small go to the default place: no gain worth the memory
 
 
-def _available_memory() -> int | None:
+def available_memory() -> int | None:
+    """The host's available memory (MemAvailable), None where unknown."""
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
@@ -39,7 +40,7 @@ def scratch_root(need_bytes: int | None, shm: Path = SHM) -> str | None:
         free = shutil.disk_usage(shm).free
     except OSError:
         return None
-    memory = _available_memory()
+    memory = available_memory()
     if free < need_bytes + _MARGIN or (memory is not None and memory < need_bytes + 4 * _MARGIN):
         return None
     return str(shm)

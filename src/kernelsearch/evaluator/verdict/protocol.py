@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import re
 
-from kernelsearch.evaluator.config import TimingConfig
+from kernelsearch.evaluator.config import ORDER_FILE, TimingConfig
 
 _ONCE = ("built", "timing", "done", "observed", "profile", "stream_order")
 _SPOT_FILE = re.compile(r"timed\d+\.kst")
-_ORDER_FILE = "order0.kst"
 
 
 def protocol_violation(messages: list[dict], trials: int, timing: TimingConfig, n_seeds: int,
@@ -78,6 +77,6 @@ def _stream_order_violation(messages: list[dict], order_seeds: int) -> str:
     k = report.get("input")
     if type(k) is not int or not 1 <= k < order_seeds:
         return f"the stream-order report names input {k!r}, which the harness did not give it (forged)"
-    if report.get("file") != _ORDER_FILE:
+    if report.get("file") != ORDER_FILE:
         return f"the stream-order report names output file {report.get('file')!r} (forged by the candidate)"
     return ""

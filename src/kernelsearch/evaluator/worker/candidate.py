@@ -172,8 +172,8 @@ def _stream_order(check, model, problem, job: dict, ch: Channel, before, after) 
 
     import torch
 
+    from kernelsearch.evaluator.config import ORDER_FILE
     from kernelsearch.evaluator.judge.codec import write_tensors
-    from kernelsearch.evaluator.worker.streams import ORDER_FILE
 
     device, dist, seeds = job["device"], job.get("distribution", "normal"), job["order_seeds"]
 

@@ -57,7 +57,6 @@ MIN_GATE_MS = 20.0  # the gate's first length, at least
 GATE_FACTOR = 10.0  # ... and at least this many plain calls long
 MAX_GATE_MS = 1000.0  # a very slow call gets a smaller ratio rather than many seconds of spinning
 POLL_S = 1e-4
-ORDER_FILE = "order0.kst"
 
 
 @dataclass
