@@ -148,7 +148,11 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
     # 2. seeds: secret unless the user fixed one for an exact re-run
     res.seed = config.seed
     init_seed, trial_seeds, timing_seeds, order_seeds = _draw_seeds(config, config.trials)
-    shim_env = _stream_shim(config, res) if order_seeds else {}
+    shim_env, shim_why = _stream_shim(config)
+    if shim_why:
+        res.errors.append(f"no stream shim ({shim_why}): the timed loops hold torch's pool streams, which slowed "
+                          "some loops (docs/measurements.md, \"Eighth round\"), and streams the candidate makes "
+                          "itself are neither held in them nor by the stream-order check"[:600])
 
     # 3. the workers' jobs, and the workers started
     prep.work = work = make_workdir("ks-eval-", _handover_bytes(problem, config))
@@ -173,7 +177,7 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
                            sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + lim.run_timeout_s,
                            env_extra={"TORCH_EXTENSIONS_DIR": str(build_dir(config, candidate)), **config.worker_env(),
                                       **shim_env})
-        prep.judge = _judge_worker(prep.judge_job, judge_dir, config)
+        prep.judge = _judge_worker(prep.judge_job, judge_dir, config, shim_env)
     except BaseException:
         prep.close()
         raise
@@ -215,14 +219,16 @@ def _draw_seeds(config: EvalConfig, trials: int) -> tuple[int, list[int], list[i
     return init_seed, trial_seeds, timing_seeds, [draw() for _ in range(n_order)]
 
 
-def _stream_shim(config: EvalConfig, res: EvalResult) -> dict[str, str]:
-    """The candidate worker's environment entry for the stream shim; without a shim (no C
-    compiler) the stream-order check holds back torch's pool streams only, and the result says so."""
+def _stream_shim(config: EvalConfig) -> tuple[dict[str, str], str]:
+    """The workers' environment entry for the stream shim (CUDA), or why there is none. The
+    timed loop holds and joins the streams it records; without it (no C compiler), torch's pool
+    streams, and the stream-order check holds back those only."""
+    if config.device != "cuda":
+        return {}, ""
     try:
-        return {_SHIM_ENV: str(shim_path(config.home))}
+        return {_SHIM_ENV: str(shim_path(config.home))}, ""
     except ShimUnavailable as e:
-        res.errors.append(f"stream-order check: streams the candidate makes itself are not held back ({e})"[:500])
-        return {}
+        return {}, str(e)
 
 
 def _common_job(problem: Problem, config: EvalConfig, init_seed: int, timing_seeds: list[int], out_dir: Path) -> dict:
@@ -233,13 +239,15 @@ def _common_job(problem: Problem, config: EvalConfig, init_seed: int, timing_see
             "distribution": config.distribution}
 
 
-def _judge_worker(paths_from: dict, judge_dir: Path, config: EvalConfig) -> Worker:
+def _judge_worker(paths_from: dict, judge_dir: Path, config: EvalConfig, shim_env: dict[str, str]) -> Worker:
     lim = config.limits
+    paths_from = {**paths_from, "stream_shim": shim_env.get(_SHIM_ENV, "")}  # readable in the sandbox
     # the judge runs only trusted code, so torch.compile's caches may persist between runs
     return Worker(paths_from, judge_dir, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
                   sandbox=lim.sandbox, max_tasks=lim.max_tasks,
                   env_extra={"TORCHINDUCTOR_CACHE_DIR": str(config.home / "judge-cache" / "inductor"),
-                             "TRITON_CACHE_DIR": str(config.home / "judge-cache" / "triton"), **config.worker_env()})
+                             "TRITON_CACHE_DIR": str(config.home / "judge-cache" / "triton"), **config.worker_env(),
+                             **shim_env})
 
 
 def _run_judge(judge: Worker, job: dict, config: EvalConfig) -> WorkerOutcome:
@@ -276,7 +284,7 @@ def measure_baselines(problem: Problem, config: EvalConfig, archive: Archive,
         job = {**_common_job(problem, config, init_seed, timing_seeds, out_dir), "role": "judge", "atol": 0.0,
                "rtol": 0.0, "check_trials": [], "check_spots": [], "baselines": True,
                "compile_baseline": config.compile_baseline}
-        with _judge_worker(job, Path(tmp) / "judge", config) as judge:
+        with _judge_worker(job, Path(tmp) / "judge", config, _stream_shim(config)[0]) as judge:
             judge.on_phase = on_phase
             out = _run_judge(judge, job, config)
     info = out.first("info") or {}
@@ -341,6 +349,9 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     samples = timing.get("samples_ms") or []
     spots = timing.get("spots") or []
     late = timing.get("late") if type(timing.get("late")) is int else 0  # the worker's word: a diagnostic
+    if timing.get("unjoined"):
+        res.errors.append(f"timing: {timing['unjoined']} side stream(s) could not be joined to the timed window "
+                          "(made in another CUDA context?): work on them may be missing from the figure")
     if not _valid_samples(samples):
         return _verdict(res, Status.CRASHED, "worker reported no valid timings")
     too_fast = impossible(samples, problem, config.device, host_device_name(config.device))

@@ -10,10 +10,11 @@ timed, up to the cover's length; a longer wait for the host is. What the host do
 time cannot depend on the call's inputs: they are fresh and on the device, and reading them
 back waits for the flush (docs/measurements.md, "Fourth round").
 
-Work on side streams counts without the host in the timed window (``_SideStreams``): torch's
-pool streams wait for the start event (so none of their work runs early under the cover) and
-the end event waits for them, all on the device; a stream the program creates without the
-non-blocking flag is ordered by the legacy default stream the loop runs on. A device-wide
+Work on side streams counts without the host in the timed window: every non-blocking stream
+the process made waits for the start event (so none of their work runs early under the cover)
+and the end event waits for them, all on the device (``_ShimSides``, through the worker's
+stream shim; without it, torch's pool streams, ``_SideStreams``); a stream the program creates
+without the non-blocking flag is ordered by the legacy default stream the loop runs on. A device-wide
 synchronise before the end event, the earlier way, also timed the host's wake-up and launch,
 15-90 us that drifted within one loop: an RMSNorm kernel of 0.137 ms timed 0.155-0.23 ms
 ("Fifth round"). A call that waits for the GPU itself (a synchronise inside it), found by one
@@ -44,6 +45,8 @@ import torch
 from kernelsearch.evaluator.config import MAX_COVER as _MAX_COVER
 from kernelsearch.evaluator.config import TimingConfig
 from kernelsearch.evaluator.verdict.records import TimingStats
+from kernelsearch.evaluator.worker.streamshim import StreamShim
+from kernelsearch.evaluator.worker.streamshim import loaded as _shim_loaded
 
 _now_ns = time.perf_counter_ns
 _wall = time.perf_counter
@@ -59,6 +62,7 @@ class TimedRun:
     samples_ms: list[float]
     spot_outputs: list[tuple[int, object]] = field(default_factory=list)  # (input set, output)
     late: int = 0  # GPU calls the host was late for, its time possibly in the figure (``_gpu_call``)
+    unjoined: int = 0  # side streams a join could not order (``_ShimSides``): their work is not in the figure
 
 
 class _Flusher:
@@ -125,8 +129,37 @@ class _SideStreams:
             e.wait(self.current)
 
 
+class _ShimSides:
+    """Hold and join through the stream shim (``worker/stream_shim.c``): every non-blocking
+    stream the process made, torch's pool streams among them once anything used the pool, and
+    any made during the call (the shim holds those as they are made). A process that made none,
+    the usual case, has nothing to hold or join: torch's pool is never touched. Holding the 128
+    pool streams of an H100 in every call put the first timed loop of some processes in a slow
+    mode: a 0.306 ms LayerNorm timed 0.44-0.48 ms for a whole loop, with no late call
+    (docs/measurements.md, "Eighth round")."""
+
+    def __init__(self, shim: StreamShim) -> None:
+        self.current = torch.cuda.current_stream()
+        self._close, self._join = shim.close, shim.join
+        self.unjoined = 0  # streams a join could not order (another context): their work is not timed
+
+    def hold(self, start: torch.cuda.Event) -> None:
+        self._close(start.cuda_event)
+
+    def join(self) -> None:
+        joined = self._join(self.current.cuda_stream)
+        if joined < 0:
+            self.unjoined = max(self.unjoined, -joined - 1)
+
+
+def side_streams() -> _SideStreams | _ShimSides:
+    """The shim's hold and join where the worker loaded it, else torch's pool streams."""
+    shim, _ = _shim_loaded()
+    return _ShimSides(shim) if shim is not None else _SideStreams()
+
+
 def _gpu_call(fn: Callable[..., object], args: Sequence[object], flush: _Flusher | None, spin: int,
-              side: _SideStreams) -> tuple[object, float, bool]:
+              side: _SideStreams | _ShimSides) -> tuple[object, float, bool]:
     """One timed call under the cover: its output, milliseconds from the start event to the end
     of its last work on any stream, and whether the host was late. The end event waits on the
     device for the side streams' join, which the host issues after the call returns; the host
@@ -218,13 +251,16 @@ def time_calls(
     inputs_for: Callable[[int], Sequence[object]] | None = None,
     before: Callable[[], None] | None = None,
     after: Callable[[object], None] | None = None,
+    sides: Callable[[], _SideStreams | _ShimSides] = side_streams,
 ) -> TimedRun:
     """Time ``fn``; keep copies of the outputs of ``spot_checks`` timed calls, taken as soon as
     each call is over. Call ``i`` (warm-up calls first) gets ``inputs_for(i)`` when given, else
     ``input_sets[i % len(input_sets)]`` (``inputs_for`` must take up to ``warmup + max_reps +
     LATE_RETRIES`` calls); a spot output is tagged with that ``i`` when
     ``inputs_for`` is given, else with its set's index. ``before``/``after(output)`` run
-    around every call, outside the timed region (the candidate worker's guards)."""
+    around every call, outside the timed region (the candidate worker's guards). ``sides``
+    gives what holds and joins the side streams (a caller that knows ``fn`` uses none may give
+    a holder of nothing, as the shim is when the process made no side stream)."""
     flush = _Flusher(device) if cfg.flush_cache else None
     n_sets = len(input_sets)
 
@@ -257,7 +293,7 @@ def time_calls(
             del out, args
         sync(device)
         spin = _spin_cycles(cfg.cover_launch_us) if device == "cuda" else 0
-        side = _SideStreams() if device == "cuda" and not plain else None
+        side = sides() if device == "cuda" and not plain else None
         if flush is not None and device == "cuda":
             flush.rewarm(cfg.rewarm_us)
         base_repeats, n_late = flush.repeats if flush is not None else 1, 0
@@ -304,7 +340,7 @@ def time_calls(
                     break
                 if _wall() - start_wall > cfg.budget_s:
                     break
-    return TimedRun(samples_ms=samples, spot_outputs=spots, late=n_late)
+    return TimedRun(samples_ms=samples, spot_outputs=spots, late=n_late, unjoined=getattr(side, "unjoined", 0))
 
 
 def copy_output(out: object) -> object:

@@ -49,7 +49,7 @@ _PRELOAD = {
 def main(argv: list[str]) -> int:
     ch = Channel(int(argv[1]))
     try:
-        if len(argv) > 2 and argv[2] == "candidate":  # before torch: the shim must precede the CUDA libraries
+        if len(argv) > 2 and argv[2] in ("candidate", "judge"):  # before torch: the shim precedes the CUDA libraries
             _preload_shim(os.environ.get(_SHIM_ENV, ""))
         import importlib
 

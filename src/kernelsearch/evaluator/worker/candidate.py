@@ -209,7 +209,7 @@ def _timed_loop(model, problem, job: dict, ch: Channel, out_dir: Path, before, a
     for j, (k, out) in enumerate(run.spot_outputs):
         write_tensors(out_dir / f"timed{j}.kst", out)
         spots.append({"file": f"timed{j}.kst", "input_set": k})
-    ch.send("timing", samples_ms=run.samples_ms, spots=spots, late=run.late)
+    ch.send("timing", samples_ms=run.samples_ms, spots=spots, late=run.late, unjoined=run.unjoined)
 
 
 def _profile_check(model, inputs: list, kernel_names: list[str], ch: Channel) -> None:

@@ -36,6 +36,17 @@ static ks_event ks_gate;   /* non-NULL while the worker holds a gate */
 static int ks_gated_new;   /* streams made (and gated) while the gate is closed */
 static int ks_gate_failed; /* waits that failed while gating */
 
+/* The driver function `name` itself (never this shim's definition of it). */
+static void *ks_driver(const char *name) {
+    void *f = NULL;
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (h != NULL) {
+        f = dlsym(h, name);
+        dlclose(h);
+    }
+    return f;
+}
+
 /* The definition `name` had without this shim: first in the dependencies of the library that
  * called (an extension gets the runtime it was linked against), else the next in the global
  * search order. `self` is this shim's own definition, never returned. */
@@ -51,28 +62,18 @@ static void *ks_real(const char *name, void *caller, void *self) {
     }
     if (f == NULL || f == self)
         f = dlsym(RTLD_NEXT, name);
-    if ((f == NULL || f == self) && name[0] == 'c' && name[1] == 'u' && name[2] != 'd') {
-        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD); /* the driver, loaded privately */
-        if (h != NULL) {
-            f = dlsym(h, name);
-            dlclose(h);
-        }
-    }
+    if ((f == NULL || f == self) && name[0] == 'c' && name[1] == 'u' && name[2] != 'd')
+        f = ks_driver(name); /* the driver, loaded privately */
     return f == self ? NULL : f;
 }
 
 /* The driver's cuStreamWaitEvent (the runtime is loaded per caller; the driver once). */
 static wait_fn ks_wait(void) {
     static wait_fn fn;
-    if (fn == NULL) {
-        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-        if (h != NULL) {
-            fn = (wait_fn)dlsym(h, "cuStreamWaitEvent");
-            dlclose(h);
-        }
-        if (fn == NULL)
-            fn = (wait_fn)dlsym(RTLD_DEFAULT, "cuStreamWaitEvent");
-    }
+    if (fn == NULL)
+        fn = (wait_fn)ks_driver("cuStreamWaitEvent");
+    if (fn == NULL)
+        fn = (wait_fn)dlsym(RTLD_DEFAULT, "cuStreamWaitEvent");
     return fn;
 }
 
@@ -188,6 +189,62 @@ int ks_streams(ks_stream *out, int cap) {
     int n = ks_n_streams;
     for (int i = 0; i < n && i < cap; i++)
         out[i] = ks_streams_seen[i];
+    pthread_mutex_unlock(&ks_lock);
+    return n;
+}
+
+typedef int (*event_create_fn)(ks_event *, unsigned int);
+typedef int (*event_record_fn)(ks_event, ks_stream);
+#define KS_EVENT_DISABLE_TIMING 0x2u /* CU_EVENT_DISABLE_TIMING */
+static ks_event ks_join_events[KS_MAX_STREAMS];
+
+/* The timed loop's join: on every recorded stream an event, and `current` waits on each, so
+ * the end event recorded on `current` next comes after all their work. Then the gate opens.
+ * Returns how many streams were joined, or -(1 + failures) when some could not be. */
+int ks_gate_join(ks_stream current) {
+    static event_create_fn create;
+    static event_record_fn record;
+    if (create == NULL) {
+        create = (event_create_fn)ks_driver("cuEventCreate");
+        record = (event_record_fn)ks_driver("cuEventRecord");
+    }
+    wait_fn w = ks_wait();
+    pthread_mutex_lock(&ks_lock);
+    int joined = 0, failed = 0;
+    for (int i = 0; i < ks_n_streams; i++) {
+        if (create == NULL || record == NULL || w == NULL) {
+            failed++;
+            continue;
+        }
+        if (ks_join_events[i] == NULL && create(&ks_join_events[i], KS_EVENT_DISABLE_TIMING) != 0) {
+            ks_join_events[i] = NULL;
+            failed++;
+            continue;
+        }
+        if (record(ks_join_events[i], ks_streams_seen[i]) == 0 && w(current, ks_join_events[i], 0) == 0)
+            joined++;
+        else
+            failed++;
+    }
+    ks_gate = NULL;
+    pthread_mutex_unlock(&ks_lock);
+    return failed ? -(1 + failed) : joined;
+}
+
+/* A non-blocking stream for the worker's own use (the stream-order check's gate), made with the
+ * driver's function directly: not recorded, so never held or joined. NULL on failure. */
+ks_stream ks_private_stream(void) {
+    create_flags_fn f = (create_flags_fn)ks_driver("cuStreamCreate");
+    ks_stream s = NULL;
+    if (f == NULL || f(&s, KS_NON_BLOCKING) != 0)
+        return NULL;
+    return s;
+}
+
+/* How many non-blocking streams are recorded. */
+int ks_stream_count(void) {
+    pthread_mutex_lock(&ks_lock);
+    int n = ks_n_streams;
     pthread_mutex_unlock(&ks_lock);
     return n;
 }

@@ -1,7 +1,7 @@
 """The stream-order check (CUDA): does forward return while work it queued on another stream is
 not ordered before the caller's stream?
 
-The timed loop counts such work honestly (it holds and joins torch's pool streams), and the
+The timed loop counts such work honestly (it holds and joins the side streams), and the
 fingerprints around each call see it only if it is still running when they read the output; a
 fast kernel on an unjoined stream usually wins that race, and then races whatever the caller
 runs next on its own stream. This check does not depend on the side work being slow. The
@@ -9,11 +9,12 @@ worker calls forward on the legacy default stream, which orders the blocking str
 makes; only non-blocking streams (torch's pool streams, and streams made with the
 non-blocking flag) can run unordered with it. So, once, after the correctness trials:
 
-1. a gate is closed: on one pool stream a spin of T ms (far above a plain call's time) and an
-   event after it; every other pool stream (``_SideStreams``) and every non-blocking stream the
-   process made (the stream shim, ``stream_shim.c``, which also gates streams made while the
-   gate is closed) waits on that event, so nothing queued on them during the call can start
-   before the gate opens;
+1. a gate is closed: on a stream of the worker's own a spin of T ms (far above a plain call's
+   time) and an event after it; every non-blocking stream the process made, torch's pool
+   streams among them once anything used the pool (the stream shim, ``stream_shim.c``, which
+   also gates streams made while the gate is closed), waits on that event, so nothing queued
+   on them during the call can start before the gate opens. Without the shim, the spin runs on
+   a pool stream and the pool's other streams (``_SideStreams``) wait;
 2. forward is called; on the caller's stream its output is copied (the snapshot) and an event
    recorded;
 3. the host polls both events. The caller's event seen complete while the gate's is not: the
@@ -50,6 +51,7 @@ _spin = torch.cuda._sleep
 _on_stream = torch.cuda.stream
 _current = torch.cuda.current_stream
 _default = torch.cuda.default_stream
+_External = torch.cuda.ExternalStream
 _wall = time.perf_counter
 _pause = time.sleep
 
@@ -114,6 +116,7 @@ class StreamOrder:
         self.shim = shim
         self.shim_why = "" if shim is not None else (shim_why or "no stream shim")
         self._unheld = 0
+        self._private: torch.cuda.ExternalStream | None = None  # the gate's stream, with the shim
 
     def check(self, forward: Callable[[list], object], inputs: Callable[[int], list], n_inputs: int,
               before: Callable[[], None], after: Callable[[object, str], object]) -> tuple[object, OrderReport]:
@@ -133,8 +136,8 @@ class StreamOrder:
         after(out, "the stream-order check's plain call")
         self._caller("after the stream-order check's plain call")
         del out, args
-        side = _SideStreams()
-        pool = {s.cuda_stream for s in side.streams} | {caller.cuda_stream}
+        gate, side = self._gate()
+        pool = {s.cuda_stream for s in side.streams} | {caller.cuda_stream} if side is not None else set()
         gate_ms = min(max(MIN_GATE_MS, GATE_FACTOR * call_s * 1000), MAX_GATE_MS)
         new = attempts = 0
         first, snap = "gate", None
@@ -143,7 +146,7 @@ class StreamOrder:
             if k > 1:
                 gate_ms = min(2 * gate_ms, MAX_GATE_MS)
             own = self._own(pool)  # the process's own non-blocking streams, before the call
-            out, snap, first, made = self._gated(forward, inputs(k), side, gate_ms, caller, before)
+            out, snap, first, made = self._gated(forward, inputs(k), gate, side, gate_ms, caller, before)
             new += made
             after(out, "the stream-order call")
             if fingerprint(snap) != fingerprint(out):
@@ -152,7 +155,8 @@ class StreamOrder:
             if first == "caller":
                 break
         report = OrderReport(outcome="caller_first" if first == "caller" else "waited", input=attempts,
-                             attempts=attempts, call_ms=call_s * 1000, gate_ms=gate_ms, pool_streams=len(side.streams),
+                             attempts=attempts, call_ms=call_s * 1000, gate_ms=gate_ms,
+                             pool_streams=len(side.streams) if side is not None else 0,
                              own_streams=self._own(pool), new_streams=new, unheld_streams=self._unheld,
                              shim=self.shim_why)
         return snap, report
@@ -166,15 +170,32 @@ class StreamOrder:
                                  "it (torch.cuda.set_stream) and left it so; forward must return on the caller's stream")
         return s
 
-    def _gated(self, forward: Callable[[list], object], args: list, side: _SideStreams, gate_ms: float,
-               caller: torch.cuda.Stream, before: Callable[[], None]) -> tuple[object, object, str, int]:
+    def _gate(self) -> tuple[torch.cuda.Stream, _SideStreams | None]:
+        """The stream the gate's spin runs on, and torch's pool streams to hold besides the
+        shim's. With the shim, a stream of the worker's own and no pool: the shim records the
+        pool's streams whenever something makes them, and the check does not make them, so a
+        candidate that never uses the pool leaves the timed loop nothing to hold (holding the
+        pool's 128 streams slowed some timed loops, "Eighth round"). Without the shim, the pool."""
+        if self.shim is not None:
+            if self._private is None:
+                handle = self.shim.private_stream()
+                self._private = _External(handle) if handle else None
+            if self._private is not None:
+                return self._private, None
+        side = _SideStreams()
+        return side.streams[0], side
+
+    def _gated(self, forward: Callable[[list], object], args: list, gate: torch.cuda.Stream,
+               side: _SideStreams | None, gate_ms: float, caller: torch.cuda.Stream,
+               before: Callable[[], None]) -> tuple[object, object, str, int]:
         """One call with the gate closed: (output, snapshot, who finished first, streams made)."""
         cycles = _spin_cycles(gate_ms * 1000)  # synchronises: the GPU is idle when the gate closes
         opened = _Event()
-        with _on_stream(side.streams[0]):
+        with _on_stream(gate):
             _spin(cycles)
-        opened.record(side.streams[0])
-        side.hold(opened)
+        opened.record(gate)
+        if side is not None:
+            side.hold(opened)
         made = 0
         if self.shim is not None and self.shim.close(opened.cuda_event) < 0:  # no driver wait: none held
             self._unheld = max(self._unheld, len(self.shim.streams()))

@@ -30,6 +30,16 @@ class StreamShim:
         self._streams.argtypes, self._streams.restype = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int], ctypes.c_int
         self._dropped = lib.ks_streams_dropped
         self._dropped.argtypes, self._dropped.restype = [], ctypes.c_int
+        self._join = lib.ks_gate_join
+        self._join.argtypes, self._join.restype = [ctypes.c_void_p], ctypes.c_int
+        self._count = lib.ks_stream_count
+        self._count.argtypes, self._count.restype = [], ctypes.c_int
+        self._private = lib.ks_private_stream
+        self._private.argtypes, self._private.restype = [], ctypes.c_void_p
+
+    def functions(self) -> list[str]:
+        """The names of the bound functions (the worker's identity checks watch them)."""
+        return [n for n, v in vars(self).items() if isinstance(v, ctypes._CFuncPtr)]
 
     def close(self, event: int) -> int:
         """Every recorded non-blocking stream, and every one made until ``open``, waits on the
@@ -49,6 +59,19 @@ class StreamShim:
         buf = (ctypes.c_void_p * _MAX_LISTED)()
         n = int(self._streams(buf, _MAX_LISTED))
         return [int(buf[i] or 0) for i in range(min(n, _MAX_LISTED))]
+
+    def join(self, stream: int) -> int:
+        """Make ``stream`` (a handle) wait for everything queued so far on every recorded stream,
+        and open the gate: how many were joined, or -(1 + n) when n could not be."""
+        return int(self._join(ctypes.c_void_p(stream)))
+
+    def count(self) -> int:
+        """How many non-blocking streams are recorded."""
+        return int(self._count())
+
+    def private_stream(self) -> int:
+        """A non-blocking stream the shim does not record (the worker's own); 0 on failure."""
+        return int(self._private() or 0)
 
     def dropped(self) -> int:
         """Non-blocking streams made after the shim's table was full (not held back)."""
