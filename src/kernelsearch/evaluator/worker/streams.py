@@ -71,7 +71,8 @@ class OrderReport:
     call_ms: float  # a plain call, host and device
     gate_ms: float  # the last gate's length
     pool_streams: int
-    own_streams: int  # non-blocking streams the process made that are not torch's pool streams
+    own_streams: int  # non-blocking streams the process made (with the shim, torch's pool streams among them
+    # once anything used the pool; without it, none is known)
     new_streams: int  # ... made during the gated calls
     unheld_streams: int  # recorded streams the shim could not hold (another context) or record (table full)
     shim: str  # "" when the shim held the process's own streams, else why it did not
