@@ -188,7 +188,8 @@ def test_search_puts_notes_in_prompts_and_archive(tmp_path):
     first, second = (r.messages[-1].content for r in provider.calls)
     titles = {n.id: n.title for n in load_notes().values()}
     assert titles["mma-ldmatrix"] in first and "Technique notes" in first
-    assert "gemm_mma_ldmatrix_kernel" in first  # a refine prompt carries the first note's exemplar
+    # a refine prompt carries an exemplar's source, never one written for the searched problem (w01)
+    assert "gemm_mma_ldmatrix_kernel" not in first and "```python" in first
     assert titles["mma-ldmatrix"] not in second  # its profile shows tensor cores: the next notes
     assert titles["cp-async-pipeline"] in second
     calls = sorted(store.calls(run_id), key=lambda c: c["round"])
@@ -197,6 +198,18 @@ def test_search_puts_notes_in_prompts_and_archive(tmp_path):
     assert all(n["reason"] for c in calls for n in json.loads(c["playbook"]))
     rounds = {r["round"]: r["playbook"] for r in trajectory(store, run_id)["rounds"]}
     assert rounds[0] == dict.fromkeys(used[0], 1) and rounds[1] == dict.fromkeys(used[1], 1)
+
+
+def test_an_exemplar_of_the_searched_problem_is_cited_not_shown():
+    p = _problem("w01_gemm_fp16")
+    notes = choose(describe_cached(p, "cuda"), backend="cuda", source=p.source, hardware=A100)
+    assert notes and exemplar_of(notes[0].note).problem == "w01_gemm_fp16"
+    own = exemplar_of(notes[0].note).source()
+    assert own in render(notes, code=True, problem="02_softmax")  # another problem: the first exemplar's source
+    shown = render(notes, code=True, problem="w01_gemm_fp16")
+    assert own not in shown and f"seedbank/exemplars/{exemplar_of(notes[0].note).name}.py" in shown
+    shown_problems = [e.problem for c in notes if (e := exemplar_of(c.note)) and e.source() in shown]
+    assert len(shown_problems) <= 1 and "w01_gemm_fp16" not in shown_problems
 
 
 def test_search_with_notes_only_cites_the_exemplars(tmp_path):

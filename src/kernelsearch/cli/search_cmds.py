@@ -115,7 +115,7 @@ def add_search_commands(sub: Any) -> None:
     g.add_argument("--hardware", default=None, help="hardware description for the prompts (default: detected)")
     g.add_argument("--playbook", choices=["on", "notes", "off"], default=None,
                    help="add the technique notes that fit the problem and its profile to the prompts, with "
-                        "the first note's exemplar kernel in prompts that ask for code ('notes': cite the "
+                        "an exemplar kernel written for another problem in prompts that ask for code ('notes': cite the "
                         "exemplars, no source) (default on; kept on resume unless given)")
 
     g = p.add_argument_group("evaluation")

@@ -5,7 +5,7 @@ one of the seed bank's own (`seedbank/exemplars/problems/`).
 
 A note names its exemplar and that problem in its front-matter (`exemplar:`,
 `exemplar_problem:`). Prompts cite the exemplars of the chosen notes, and a prompt that asks
-for code carries the source of the first note's exemplar (`notes.render`).
+for code carries the source of one written for another problem (`notes.render`).
 
 The CUDA text an exemplar hands to `load_inline` is read statically (`build_sources`), never
 by importing the file, so a compile check needs no GPU and runs no candidate code.

@@ -13,8 +13,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-# "on": notes, their exemplars cited, and the first note's exemplar source in prompts that ask
-# for code; "notes": the same without any exemplar source; "off": nothing
+# "on": notes, their exemplars cited, and in prompts that ask for code the source of the first
+# exemplar written for another problem than the searched one; "notes": the same without any exemplar source; "off": nothing
 MODES = ("on", "notes", "off")
 
 
@@ -60,27 +60,31 @@ def load_notes() -> dict[str, Note]:
     return {n.id: n for n in notes}
 
 
-# The first note's exemplar source goes into a prompt that asks for code when it is at most
+# An exemplar's source goes into a prompt that asks for code when it is at most
 # this long (the longest, the wgmma GEMM, is ~16.5k characters, ~5k tokens); the others are cited.
 EXEMPLAR_CHARS = 18_000
 
 
-def render(choices: list[Any], code: bool = False) -> str:
+def render(choices: list[Any], code: bool = False, problem: str = "") -> str:
     """The prompt section for the chosen notes (``Choice``s), ending in a blank line; empty
     when there are none, so a template's ``$playbook`` (written just before the next heading)
     then adds nothing. Each note cites its exemplar kernel; with ``code`` (prompts that ask for
-    a kernel: implement, refine, crossover) the first note's exemplar comes with its source."""
+    a kernel: implement, refine, crossover) the first exemplar written for another problem than
+    ``problem`` comes with its source: an exemplar of the searched problem itself is a finished
+    answer, and a search that is handed it measures copying, not search."""
     from kernelsearch.playbook.exemplars import exemplar_of
 
     if not choices:
         return ""
     parts = ["## Technique notes (our playbook: use them where they fit, mind the pitfalls)"]
-    for i, c in enumerate(choices):
+    shown = False
+    for c in choices:
         part = f"### {c.note.title}\n\n_Why here: {c.reason}._\n\n{c.note.body}"
         ex = exemplar_of(c.note)
         if ex is not None:
             cite = f"**Exemplar:** `seedbank/exemplars/{ex.name}.py`, a minimal kernel of ours for the problem `{ex.problem}`"
-            source = ex.source() if code and i == 0 else ""
+            source = ex.source() if code and not shown and ex.problem != problem else ""
+            shown = shown or bool(source)
             if source and len(source) <= EXEMPLAR_CHARS:
                 ticks = "````" if "```" in source else "```"
                 part += (f"\n\n{cite}; its source (written for that problem: adapt it, do not assume the "

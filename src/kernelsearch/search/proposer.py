@@ -43,7 +43,7 @@ OPEN_IDEA = ("Your choice: make it as fast as you can on this hardware, using th
              "this problem (fusing passes, contiguous and vectorised memory access, parallel loops, ...).")
 
 
-# prompts that ask for a kernel: the playbook adds the first note's exemplar source to these
+# prompts that ask for a kernel: the playbook adds an exemplar's source to these (notes.render)
 CODE_TEMPLATES = frozenset({"implement", "refine", "crossover"})
 
 HELD_OUT = ("but PyTorch/ATen did the work (marked torch_fallback), so this run does not count it: write the "
@@ -160,7 +160,8 @@ class Proposer:
         ctx = {
             "problem_name": self.problem.name, "problem_source": self.problem.source,
             "backend": self.config.backend, "hardware": self.config.hardware or None,
-            "playbook": render(notes, code=self.config.playbook == "on" and template in CODE_TEMPLATES), **context,
+            "playbook": render(notes, code=self.config.playbook == "on" and template in CODE_TEMPLATES,
+                               problem=self.problem.name), **context,
         }
         meta = {"run": self.run_id, "round": round_no, "slot": slot, "purpose": purpose, "problem": self.problem.name}
         if self.config.playbook != "off":
