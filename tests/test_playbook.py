@@ -14,6 +14,8 @@ from kernelsearch.archive.db import MIGRATIONS, Archive
 from kernelsearch.llm.client import LLMClient
 from kernelsearch.llm.prompts import render_prompt
 from kernelsearch.playbook import choose, load_notes, render
+from kernelsearch.playbook.exemplars import exemplar_of
+from kernelsearch.playbook.notes import parse
 from kernelsearch.playbook.select import kinds_of, sm_of
 from kernelsearch.problems.describe import describe_cached
 from kernelsearch.problems.loader import SUITE_DIR, load_problem
@@ -56,6 +58,18 @@ def test_notes_load_with_front_matter():
         assert 150 <= len(n.body.split()) <= 320, n.id
         assert "**Pitfalls:**" in n.body and "**Verify:**" in n.body
     assert render([]) == ""
+
+
+def test_every_note_has_an_exemplar_that_exists():
+    """Each note names a kernel of ours in seedbank/exemplars/ and the problem it solves
+    (tests/test_exemplars.py screens, compiles and, on a GPU, evaluates them)."""
+    for n in load_notes().values():
+        ex = exemplar_of(n)
+        assert ex is not None and ex.path.is_file(), n.id
+        assert ex.load_problem().name == n.exemplar_problem
+        assert "class ModelNew" in ex.source() and "cuda_sources" in ex.source()
+    with pytest.raises(ValueError, match="go together"):
+        parse("---\nid: x\ntitle: t\ntags: a\nbackends: cuda\nexemplar: y\n---\nbody")
 
 
 def test_fp16_gemm_gets_the_tensor_core_notes():
@@ -115,6 +129,7 @@ def test_prompt_placeholder_renders_empty_or_the_notes():
 def test_config_keeps_playbook_and_old_runs_resume_without_it():
     config = run_config("single", "scripted:x").with_(playbook="off")
     assert RunConfig.from_dict(config.to_dict()).playbook == "off"
+    assert RunConfig.from_dict(config.with_(playbook="notes").to_dict()).playbook == "notes"
     old = config.to_dict()
     del old["playbook"]
     assert RunConfig.from_dict(old).playbook == "off"
@@ -173,6 +188,8 @@ def test_search_puts_notes_in_prompts_and_archive(tmp_path):
     first, second = (r.messages[-1].content for r in provider.calls)
     titles = {n.id: n.title for n in load_notes().values()}
     assert titles["mma-ldmatrix"] in first and "Technique notes" in first
+    # a refine prompt carries an exemplar's source, never one written for the searched problem (w01)
+    assert "gemm_mma_ldmatrix_kernel" not in first and "```python" in first
     assert titles["mma-ldmatrix"] not in second  # its profile shows tensor cores: the next notes
     assert titles["cp-async-pipeline"] in second
     calls = sorted(store.calls(run_id), key=lambda c: c["round"])
@@ -181,6 +198,26 @@ def test_search_puts_notes_in_prompts_and_archive(tmp_path):
     assert all(n["reason"] for c in calls for n in json.loads(c["playbook"]))
     rounds = {r["round"]: r["playbook"] for r in trajectory(store, run_id)["rounds"]}
     assert rounds[0] == dict.fromkeys(used[0], 1) and rounds[1] == dict.fromkeys(used[1], 1)
+
+
+def test_an_exemplar_of_the_searched_problem_is_cited_not_shown():
+    p = _problem("w01_gemm_fp16")
+    notes = choose(describe_cached(p, "cuda"), backend="cuda", source=p.source, hardware=A100)
+    assert notes and exemplar_of(notes[0].note).problem == "w01_gemm_fp16"
+    own = exemplar_of(notes[0].note).source()
+    assert own in render(notes, code=True, problem="02_softmax")  # another problem: the first exemplar's source
+    shown = render(notes, code=True, problem="w01_gemm_fp16")
+    assert own not in shown and f"seedbank/exemplars/{exemplar_of(notes[0].note).name}.py" in shown
+    shown_problems = [e.problem for c in notes if (e := exemplar_of(c.note)) and e.source() in shown]
+    assert len(shown_problems) <= 1 and "w01_gemm_fp16" not in shown_problems
+
+
+def test_search_with_notes_only_cites_the_exemplars(tmp_path):
+    store, run_id, provider = _gemm_run(tmp_path, "notes")
+    first = provider.calls[0].messages[-1].content
+    assert load_notes()["mma-ldmatrix"].title in first and "seedbank/exemplars/mma_ldmatrix_gemm_fp16.py" in first
+    assert "gemm_mma_ldmatrix_kernel" not in first
+    assert all(c["playbook"] for c in store.calls(run_id))
 
 
 def test_search_with_playbook_off(tmp_path):

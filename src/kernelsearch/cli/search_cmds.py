@@ -113,9 +113,10 @@ def add_search_commands(sub: Any) -> None:
     g.add_argument("--prices", default=None, help="JSON price table (USD per million tokens) to extend the defaults")
     g.add_argument("--prompts", default=None, help="directory of prompt templates overriding the built-in ones")
     g.add_argument("--hardware", default=None, help="hardware description for the prompts (default: detected)")
-    g.add_argument("--playbook", choices=["on", "off"], default=None,
-                   help="add the technique notes that fit the problem and its profile to the prompts "
-                        "(default on; kept on resume unless given)")
+    g.add_argument("--playbook", choices=["on", "notes", "off"], default=None,
+                   help="add the technique notes that fit the problem and its profile to the prompts, with "
+                        "an exemplar kernel written for another problem in prompts that ask for code ('notes': cite the "
+                        "exemplars, no source) (default on; kept on resume unless given)")
 
     g = p.add_argument_group("evaluation")
     g.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available, else cpu")

@@ -1,7 +1,9 @@
 """The playbook's notes: Markdown files with a small front-matter, shipped as package data.
 
-Front-matter (between `---` lines): `id`, `title`, `tags` and `backends` (comma-separated).
-Notes are read with importlib.resources, so an installed wheel has them too.
+Front-matter (between `---` lines): `id`, `title`, `tags` and `backends` (comma-separated),
+and the note's exemplar kernel: `exemplar` (a file stem under `seedbank/exemplars/`) and
+`exemplar_problem` (the problem it solves; see `playbook.exemplars`). Notes are read with
+importlib.resources, so an installed wheel has them too.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-MODES = ("on", "off")
+# "on": notes, their exemplars cited, and in prompts that ask for code the source of the first
+# exemplar written for another problem than the searched one; "notes": the same without any exemplar source; "off": nothing
+MODES = ("on", "notes", "off")
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,8 @@ class Note:
     tags: frozenset[str]
     backends: frozenset[str]
     body: str
+    exemplar: str = ""  # seedbank/exemplars/<exemplar>.py
+    exemplar_problem: str = ""
 
 
 def parse(text: str, name: str = "<note>") -> Note:
@@ -39,7 +45,10 @@ def parse(text: str, name: str = "<note>") -> Note:
     def split(v: str) -> frozenset[str]:
         return frozenset(t.strip() for t in v.split(",") if t.strip())
 
-    return Note(meta["id"], meta["title"], split(meta["tags"]), split(meta["backends"]), body.strip())
+    if bool(meta.get("exemplar")) != bool(meta.get("exemplar_problem")):
+        raise ValueError(f"{name}: exemplar and exemplar_problem go together")
+    return Note(meta["id"], meta["title"], split(meta["tags"]), split(meta["backends"]), body.strip(),
+                meta.get("exemplar", ""), meta.get("exemplar_problem", ""))
 
 
 @cache
@@ -51,13 +60,36 @@ def load_notes() -> dict[str, Note]:
     return {n.id: n for n in notes}
 
 
-def render(choices: list[Any]) -> str:
+# An exemplar's source goes into a prompt that asks for code when it is at most
+# this long (the longest, the wgmma GEMM, is ~16.5k characters, ~5k tokens); the others are cited.
+EXEMPLAR_CHARS = 18_000
+
+
+def render(choices: list[Any], code: bool = False, problem: str = "") -> str:
     """The prompt section for the chosen notes (``Choice``s), ending in a blank line; empty
     when there are none, so a template's ``$playbook`` (written just before the next heading)
-    then adds nothing."""
+    then adds nothing. Each note cites its exemplar kernel; with ``code`` (prompts that ask for
+    a kernel: implement, refine, crossover) the first exemplar written for another problem than
+    ``problem`` comes with its source: an exemplar of the searched problem itself is a finished
+    answer, and a search that is handed it measures copying, not search."""
+    from kernelsearch.playbook.exemplars import exemplar_of
+
     if not choices:
         return ""
     parts = ["## Technique notes (our playbook: use them where they fit, mind the pitfalls)"]
+    shown = False
     for c in choices:
-        parts.append(f"### {c.note.title}\n\n_Why here: {c.reason}._\n\n{c.note.body}")
+        part = f"### {c.note.title}\n\n_Why here: {c.reason}._\n\n{c.note.body}"
+        ex = exemplar_of(c.note)
+        if ex is not None:
+            cite = f"**Exemplar:** `seedbank/exemplars/{ex.name}.py`, a minimal kernel of ours for the problem `{ex.problem}`"
+            source = ex.source() if code and not shown and ex.problem != problem else ""
+            shown = shown or bool(source)
+            if source and len(source) <= EXEMPLAR_CHARS:
+                ticks = "````" if "```" in source else "```"
+                part += (f"\n\n{cite}; its source (written for that problem: adapt it, do not assume the "
+                         f"shapes or dtypes match yours):\n\n{ticks}python\n{source.rstrip()}\n{ticks}")
+            else:
+                part += f"\n\n{cite}."
+        parts.append(part)
     return "\n\n".join(parts) + "\n\n"

@@ -62,7 +62,8 @@ class RunConfig:
     # ranking (best, parents, verify, export), "allow" ranks them, "reject" has the evaluator
     # reject them (search.ranking.eligible_sql is the rule)
     torch_fallback: str = "mark"
-    # technique notes (kernelsearch.playbook) chosen per prompt: "on" or "off"
+    # technique notes (kernelsearch.playbook) chosen per prompt: "on" (with an exemplar's source in
+    # prompts that ask for code), "notes" (exemplars only cited) or "off"
     playbook: str = "on"
 
     def __post_init__(self) -> None:

@@ -43,6 +43,9 @@ OPEN_IDEA = ("Your choice: make it as fast as you can on this hardware, using th
              "this problem (fusing passes, contiguous and vectorised memory access, parallel loops, ...).")
 
 
+# prompts that ask for a kernel: the playbook adds an exemplar's source to these (notes.render)
+CODE_TEMPLATES = frozenset({"implement", "refine", "crossover"})
+
 HELD_OUT = ("but PyTorch/ATen did the work (marked torch_fallback), so this run does not count it: write the "
             "computation as kernels of your own")
 
@@ -157,10 +160,11 @@ class Proposer:
         ctx = {
             "problem_name": self.problem.name, "problem_source": self.problem.source,
             "backend": self.config.backend, "hardware": self.config.hardware or None,
-            "playbook": render(notes), **context,
+            "playbook": render(notes, code=self.config.playbook == "on" and template in CODE_TEMPLATES,
+                               problem=self.problem.name), **context,
         }
         meta = {"run": self.run_id, "round": round_no, "slot": slot, "purpose": purpose, "problem": self.problem.name}
-        if self.config.playbook == "on":
+        if self.config.playbook != "off":
             meta["playbook"] = [c.to_dict() for c in notes]
         return self.client.request(
             self.prompts.messages(template, ctx),

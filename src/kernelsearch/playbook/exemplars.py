@@ -1,0 +1,111 @@
+"""Each playbook note's exemplar: a minimal, tested kernel of our own in the seed bank
+(`seedbank/exemplars/<name>.py`, a `ModelNew` candidate like any other) that shows the note's
+technique on one problem, a bundled one (the wall GEMMs and attention, softmax, LayerNorm) or
+one of the seed bank's own (`seedbank/exemplars/problems/`).
+
+A note names its exemplar and that problem in its front-matter (`exemplar:`,
+`exemplar_problem:`). Prompts cite the exemplars of the chosen notes, and a prompt that asks
+for code carries the source of one written for another problem (`notes.render`).
+
+The CUDA text an exemplar hands to `load_inline` is read statically (`build_sources`), never
+by importing the file, so a compile check needs no GPU and runs no candidate code.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+EXEMPLAR_DIR = Path(__file__).resolve().parent.parent / "seedbank" / "exemplars"
+PROBLEM_DIR = EXEMPLAR_DIR / "problems"
+
+
+@dataclass(frozen=True)
+class Exemplar:
+    note_id: str
+    name: str  # file stem under seedbank/exemplars/
+    problem: str  # problem name: a bundled one or one of seedbank/exemplars/problems/
+
+    @property
+    def path(self) -> Path:
+        return EXEMPLAR_DIR / f"{self.name}.py"
+
+    @property
+    def problem_path(self) -> Path | str:
+        """The problem file, or the bundled name for `load_problem` to look up."""
+        own = PROBLEM_DIR / f"{self.problem}.py"
+        return own if own.is_file() else self.problem
+
+    def source(self) -> str:
+        return self.path.read_text(encoding="utf-8")
+
+    def load_problem(self):
+        from kernelsearch.problems.loader import load_problem
+
+        return load_problem(self.problem_path)
+
+
+def exemplar_of(note) -> Exemplar | None:
+    """The note's exemplar as its front-matter names it (None where it names none)."""
+    if not note.exemplar:
+        return None
+    return Exemplar(note.id, note.exemplar, note.exemplar_problem)
+
+
+def exemplars() -> list[Exemplar]:
+    """Every note's exemplar, in the notes' order."""
+    from kernelsearch.playbook.notes import load_notes
+
+    return [e for n in load_notes().values() if (e := exemplar_of(n)) is not None]
+
+
+@dataclass(frozen=True)
+class BuildSources:
+    cuda_sources: list[str]
+    cpp_sources: list[str]
+    functions: list[str]
+    extra_cuda_cflags: list[str]
+
+
+def _strings(node: ast.expr, names: dict[str, ast.expr], depth: int = 0) -> list[str]:
+    """String constants of an expression: literals, module-level names, lists and ``+``."""
+    if depth > 8:
+        return []
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.Name) and node.id in names:
+        return _strings(names[node.id], names, depth + 1)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [s for e in node.elts for s in _strings(e, names, depth + 1)]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _strings(node.left, names, depth + 1), _strings(node.right, names, depth + 1)
+        first = node.left
+        while isinstance(first, ast.Name) and first.id in names:
+            first = names[first.id]
+        if isinstance(first, (ast.List, ast.Tuple)):
+            return left + right  # list + list
+        return ["".join(left) + "".join(right)]  # one string built from parts
+    return []
+
+
+def build_sources(source: str) -> BuildSources:
+    """What a candidate's `load_inline` call compiles (sources resolved through module-level
+    names and `+`), read from its text without running it."""
+    tree = ast.parse(source)
+    names: dict[str, ast.expr] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            names[node.targets[0].id] = node.value
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "load_inline":
+            kw = {k.arg: k.value for k in node.keywords if k.arg}
+            cuda, cpp, fns, flags = (_strings(kw[key], names) if key in kw else []
+                                     for key in ("cuda_sources", "cpp_sources", "functions", "extra_cuda_cflags"))
+            return BuildSources(cuda, cpp, fns, flags)
+    raise ValueError("no load_inline call")
+
+
+def kernel_arch_flags(sources: BuildSources) -> list[str]:
+    """The arch flags the exemplar asks for (torch then adds none of its own), or []."""
+    return [f for f in sources.extra_cuda_cflags if "arch" in f]
