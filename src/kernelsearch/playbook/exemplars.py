@@ -68,42 +68,15 @@ class BuildSources:
     extra_cuda_cflags: list[str]
 
 
-def _strings(node: ast.expr, names: dict[str, ast.expr], depth: int = 0) -> list[str]:
-    """String constants of an expression: literals, module-level names, lists and ``+``."""
-    if depth > 8:
-        return []
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return [node.value]
-    if isinstance(node, ast.Name) and node.id in names:
-        return _strings(names[node.id], names, depth + 1)
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [s for e in node.elts for s in _strings(e, names, depth + 1)]
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _strings(node.left, names, depth + 1), _strings(node.right, names, depth + 1)
-        first = node.left
-        while isinstance(first, ast.Name) and first.id in names:
-            first = names[first.id]
-        if isinstance(first, (ast.List, ast.Tuple)):
-            return left + right  # list + list
-        return ["".join(left) + "".join(right)]  # one string built from parts
-    return []
-
-
 def build_sources(source: str) -> BuildSources:
     """What a candidate's `load_inline` call compiles (sources resolved through module-level
-    names and `+`), read from its text without running it."""
-    tree = ast.parse(source)
-    names: dict[str, ast.expr] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            names[node.targets[0].id] = node.value
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "load_inline":
-            kw = {k.arg: k.value for k in node.keywords if k.arg}
-            cuda, cpp, fns, flags = (_strings(kw[key], names) if key in kw else []
-                                     for key in ("cuda_sources", "cpp_sources", "functions", "extra_cuda_cflags"))
-            return BuildSources(cuda, cpp, fns, flags)
-    raise ValueError("no load_inline call")
+    names and `+`, as the static screen reads them), read from its text without running it."""
+    from kernelsearch.evaluator.screen.native import load_inline_args
+
+    args = load_inline_args(ast.parse(source), ("cuda_sources", "cpp_sources", "functions", "extra_cuda_cflags"))
+    if args is None:
+        raise ValueError("no load_inline call")
+    return BuildSources(args["cuda_sources"], args["cpp_sources"], args["functions"], args["extra_cuda_cflags"])
 
 
 def kernel_arch_flags(sources: BuildSources) -> list[str]:

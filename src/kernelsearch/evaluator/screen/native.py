@@ -34,19 +34,25 @@ _VENDOR_CALL = re.compile(r"\b(cublas\w*[Gg]emm\w*|cublasLt\w+|cudnn(?:Convoluti
 _SOURCE_KWARGS = ("cpp_sources", "cuda_sources", "sources")
 
 
-def native_sources(tree: ast.Module) -> list[str]:
-    """The strings passed as cpp_sources/cuda_sources to load_inline (through module-level
-    names, lists and + concatenations); every long string literal if none can be resolved."""
+def load_inline_args(tree: ast.Module, keys: tuple[str, ...]) -> dict[str, list[str]] | None:
+    """The string arguments ``keys`` of the first load_inline/load call, resolved through
+    module-level names, lists and ``+`` (None when there is no such call)."""
     names: dict[str, ast.expr] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             names[node.targets[0].id] = node.value
-    found: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _callee(node.func) in ("load_inline", "load"):
-            for kw in node.keywords:
-                if kw.arg in _SOURCE_KWARGS:
-                    found.extend(_strings(kw.value, names, depth=0))
+            kw = {k.arg: k.value for k in node.keywords if k.arg}
+            return {key: _strings(kw[key], names, depth=0) if key in kw else [] for key in keys}
+    return None
+
+
+def native_sources(tree: ast.Module) -> list[str]:
+    """The strings passed as cpp_sources/cuda_sources to load_inline (through module-level
+    names, lists and + concatenations); every long string literal if none can be resolved."""
+    args = load_inline_args(tree, _SOURCE_KWARGS) or {}
+    found = [text for key in _SOURCE_KWARGS for text in args.get(key, [])]
     if found:
         return found
     docstrings = {id(n.body[0].value) for n in ast.walk(tree)
@@ -72,7 +78,13 @@ def _strings(node: ast.expr, names: dict[str, ast.expr], depth: int) -> list[str
     if isinstance(node, (ast.List, ast.Tuple)):
         return [s for e in node.elts for s in _strings(e, names, depth + 1)]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return _strings(node.left, names, depth + 1) + _strings(node.right, names, depth + 1)
+        left, right = _strings(node.left, names, depth + 1), _strings(node.right, names, depth + 1)
+        first = node.left
+        while isinstance(first, ast.Name) and first.id in names:
+            first = names[first.id]
+        if isinstance(first, (ast.List, ast.Tuple)):
+            return left + right  # list + list
+        return ["".join(left) + "".join(right)]  # one string built from parts
     if isinstance(node, ast.JoinedStr):
         return ["".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))]
     return []
