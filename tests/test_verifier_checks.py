@@ -92,6 +92,17 @@ def test_native_rules():
     assert defined_kernels([src], "@triton.jit\ndef baz(x_ptr):\n    pass\n") == ["bar", "baz", "foo"]
 
 
+def test_every_build_in_a_file_is_screened():
+    """A benign first load_inline does not hide what a second one compiles; a source built with
+    + reads as one string."""
+    src = HEAD + ("from torch.utils.cpp_extension import load_inline\n"
+                  "a = load_inline(name='a', cpp_sources='int f() { return 0; }', functions=['f'])\n"
+                  "PART = 'auto s = at::cuda::getStreamFromPool(); '\n"
+                  "b = load_inline(name='b', cpp_sources=PART + 'k<<<1, 1, 0, s>>>(p);', functions=['g'])\n"
+                  "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n")
+    assert "side CUDA stream" in screen(src).reject
+
+
 def test_screen_marks_compiled_library_compute():
     src = HEAD + "from torch.utils.cpp_extension import load_inline\nSRC = 'torch::Tensor f(torch::Tensor a) " \
                  "{ return at::matmul(a, a); }'\next = load_inline(name='m', cpp_sources=SRC, functions=['f'])\n" \

@@ -35,17 +35,21 @@ _SOURCE_KWARGS = ("cpp_sources", "cuda_sources", "sources")
 
 
 def load_inline_args(tree: ast.Module, keys: tuple[str, ...]) -> dict[str, list[str]] | None:
-    """The string arguments ``keys`` of the first load_inline/load call, resolved through
-    module-level names, lists and ``+`` (None when there is no such call)."""
+    """The string arguments ``keys`` of every load_inline/load call, in order, resolved through
+    module-level names, lists and ``+`` (None when there is no such call): a second build in
+    the same file is screened like the first."""
     names: dict[str, ast.expr] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             names[node.targets[0].id] = node.value
+    found: dict[str, list[str]] | None = None
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _callee(node.func) in ("load_inline", "load"):
-            kw = {k.arg: k.value for k in node.keywords if k.arg}
-            return {key: _strings(kw[key], names, depth=0) if key in kw else [] for key in keys}
-    return None
+            found = found if found is not None else {key: [] for key in keys}
+            for kw in node.keywords:
+                if kw.arg in found:
+                    found[kw.arg].extend(_strings(kw.value, names, depth=0))
+    return found
 
 
 def native_sources(tree: ast.Module) -> list[str]:
