@@ -84,8 +84,8 @@ def render(choices: list[Any], code: bool = False, problem: str = "") -> str:
         if ex is not None:
             cite = f"**Exemplar:** `seedbank/exemplars/{ex.name}.py`, a minimal kernel of ours for the problem `{ex.problem}`"
             source = ex.source() if code and not shown and ex.problem != problem else ""
-            shown = shown or bool(source)
             if source and len(source) <= EXEMPLAR_CHARS:
+                shown = True
                 ticks = "````" if "```" in source else "```"
                 part += (f"\n\n{cite}; its source (written for that problem: adapt it, do not assume the "
                          f"shapes or dtypes match yours):\n\n{ticks}python\n{source.rstrip()}\n{ticks}")
