@@ -47,3 +47,18 @@ def test_exception_fallback_is_flagged():
         "        try:\n            return ext.f(x)\n        except RuntimeError:\n            return torch.matmul(x, x)\n"
     )
     assert "exception_fallback" in screen(src).flags
+
+
+@pytest.mark.parametrize("line, rejected", [
+    ("os.environ['TORCH_CUDA_ARCH_LIST'] = '9.0a'", False),  # a build setting, for its own build
+    ("del os.environ['TORCH_CUDA_ARCH_LIST']", False),
+    ("os.environ['CUDA_LAUNCH_BLOCKING'] = '1'", True),  # changes how the harness's calls run
+    ("os.environ[key] = '9.0a'", True),  # a key the screen cannot read
+    ("os.environ = {}", True),
+])
+def test_only_build_settings_may_be_set_in_the_environment(line, rejected):
+    src = HEAD + f"import os\nkey = 'X'\n{line}\nclass ModelNew(nn.Module):\n    def forward(self, x): return x\n"
+    reason = screen(src).reject
+    assert bool(reason) is rejected, reason
+    if rejected:
+        assert "patches a module" in reason

@@ -118,6 +118,9 @@ _STREAM_NAMES = {"torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.StreamCon
 _STREAM_SYNC_ATTRS = {"wait_stream", "wait_event", "synchronize"}
 # Settings a kernel may legitimately change (precision modes, compiler knobs): not patching.
 _CONFIG_PREFIXES = ("torch.backends.", "torch._dynamo.config.", "torch._inductor.config.")
+# Environment variables a candidate may set for its own build (os.environ[...] = ...): read by
+# torch's extension builder in the candidate's process only, e.g. "9.0a" for wgmma kernels.
+_BUILD_SETTINGS = {"TORCH_CUDA_ARCH_LIST"}
 # Modules known by name even where the candidate reached them without an import statement.
 _WELL_KNOWN = {"torch", "time", "os", "sys", "builtins", "numpy", "random", "math", "triton", "json"}
 
@@ -336,7 +339,9 @@ def _patch_rules(tree: ast.Module, names: _Names) -> str:
             base = t if isinstance(t, ast.Attribute) else t.value
             if names.is_module_root(base):
                 full = names.canonical(base)
-                if not full.startswith(_CONFIG_PREFIXES):
+                build_setting = (full == "os.environ" and isinstance(t, ast.Subscript)
+                                 and isinstance(t.slice, ast.Constant) and t.slice.value in _BUILD_SETTINGS)
+                if not full.startswith(_CONFIG_PREFIXES) and not build_setting:
                     return f"assigns to {full}: patches a module (timer, torch or harness) at run time"
         return ""
 
