@@ -100,6 +100,10 @@ class EvalConfig:
     # CUDA_VISIBLE_DEVICES; None: whatever is visible. Not part of any cache key: the same
     # model of GPU gives the same baselines.
     gpu: int | None = None
+    # CUDA: "auto" hands outputs to the judge in device memory where they fit beside the
+    # evaluation (evaluator/handover), the rest as tensor files; "files": all as files (the
+    # default until the device path's GPU tests, tests/test_handover_gpu.py, have run on a GPU)
+    handover: str = "files"
     timing: TimingConfig = field(default_factory=TimingConfig)
     limits: Limits = field(default_factory=Limits)
     home: Path = field(default_factory=default_home)

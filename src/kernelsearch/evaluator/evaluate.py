@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import secrets
 import shutil
 import signal
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +25,14 @@ from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.builds.cache import build_dir, building
 from kernelsearch.evaluator.builds.stream_shim import ShimUnavailable, shim_path
 from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
-from kernelsearch.evaluator.config import LATE_RETRIES, STREAM_ORDER_CALLS, EvalConfig
-from kernelsearch.evaluator.feasibility import fit_reason, memory_need
+from kernelsearch.evaluator.config import LATE_RETRIES, ORDER_FILE, STREAM_ORDER_CALLS, EvalConfig
+from kernelsearch.evaluator.feasibility import (
+    MemoryNeed,
+    device_handover_budget,
+    fit_reason,
+    memory_need,
+)
+from kernelsearch.evaluator.handover import fds
 from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
 from kernelsearch.evaluator.sandbox.scratch import make_workdir
 from kernelsearch.evaluator.screen.python import screen
@@ -93,6 +101,7 @@ class Prepared:
     judge_job: dict = field(default_factory=dict)  # without what the candidate's run decides
     cand: Worker | None = None
     judge: Worker | None = None
+    handed: list[fds.Handed] = field(default_factory=list)  # outputs in device memory, for the judge
     done: bool = False  # the verdict is in ``res`` already (the static screen decided)
     seconds: float = 0.0  # spent preparing (part of ``eval_s``)
 
@@ -103,6 +112,8 @@ class Prepared:
                 w.on_phase = listener()
 
     def close(self) -> None:
+        fds.close_all(self.handed)  # whatever the judge did not get: the memory is freed with it
+        self.handed = []
         for w in (self.cand, self.judge):
             if w is not None:
                 w.close()
@@ -155,7 +166,9 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
                           "itself are neither held in them nor by the stream-order check"[:600])
 
     # 3. the workers' jobs, and the workers started
-    prep.work = work = make_workdir("ks-eval-", _handover_bytes(problem, config))
+    need = _memory_need(problem, config)
+    device_bytes = device_handover_budget(need, config)
+    prep.work = work = make_workdir("ks-eval-", None if need is None else max(0, need.handover - device_bytes))
     prep.kernels = sc.kernels
     try:
         cand_dir, judge_dir = work / "candidate", work / "judge"
@@ -167,7 +180,8 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
         prep.cand_job = {**common, "role": "candidate", "candidate_path": str(cand_path), "trial_seeds": trial_seeds,
                          "backend": candidate.backend, "kernel_names": sc.kernels, "profile": config.profile,
                          # the shim's path is in the job too, so the sandbox makes it readable
-                         "order_seeds": order_seeds, "stream_shim": shim_env.get(_SHIM_ENV, "")}
+                         "order_seeds": order_seeds, "stream_shim": shim_env.get(_SHIM_ENV, ""),
+                         "device_handover_bytes": device_bytes}
         prep.judge_job = {**common, "role": "judge", "atol": atol, "rtol": rtol,
                           # the user's own tolerance is taken as given; the problem's is guarded against vacuity
                           "guard_vacuous": config.atol is None and config.rtol is None,
@@ -176,8 +190,8 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
         prep.cand = Worker(prep.cand_job, cand_dir, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
                            sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + lim.run_timeout_s,
                            env_extra={"TORCH_EXTENSIONS_DIR": str(build_dir(config, candidate)), **config.worker_env(),
-                                      **shim_env})
-        prep.judge = _judge_worker(prep.judge_job, judge_dir, config, shim_env)
+                                      **shim_env}, handover=device_bytes > 0)
+        prep.judge = _judge_worker(prep.judge_job, judge_dir, config, shim_env, handover=device_bytes > 0)
     except BaseException:
         prep.close()
         raise
@@ -197,10 +211,9 @@ def _memory_check(problem: Problem, config: EvalConfig, res: EvalResult) -> tupl
     return (Status.CRASHED, why) if why else None
 
 
-def _handover_bytes(problem: Problem, config: EvalConfig) -> int | None:
-    """What the candidate worker writes for the judge (None when the problem cannot be described)."""
-    need = memory_need(describe_cached(problem, config.device), config)
-    return need.handover if need is not None else None
+def _memory_need(problem: Problem, config: EvalConfig) -> MemoryNeed | None:
+    """What the evaluation holds (None when the problem cannot be described)."""
+    return memory_need(describe_cached(problem, config.device), config)
 
 
 def _draw_seeds(config: EvalConfig, trials: int) -> tuple[int, list[int], list[int], list[int]]:
@@ -239,7 +252,8 @@ def _common_job(problem: Problem, config: EvalConfig, init_seed: int, timing_see
             "distribution": config.distribution}
 
 
-def _judge_worker(paths_from: dict, judge_dir: Path, config: EvalConfig, shim_env: dict[str, str]) -> Worker:
+def _judge_worker(paths_from: dict, judge_dir: Path, config: EvalConfig, shim_env: dict[str, str],
+                  handover: bool = False) -> Worker:
     lim = config.limits
     paths_from = {**paths_from, "stream_shim": shim_env.get(_SHIM_ENV, "")}  # readable in the sandbox
     # the judge runs only trusted code, so torch.compile's caches may persist between runs
@@ -247,7 +261,30 @@ def _judge_worker(paths_from: dict, judge_dir: Path, config: EvalConfig, shim_en
                   sandbox=lim.sandbox, max_tasks=lim.max_tasks,
                   env_extra={"TORCHINDUCTOR_CACHE_DIR": str(config.home / "judge-cache" / "inductor"),
                              "TRITON_CACHE_DIR": str(config.home / "judge-cache" / "triton"), **config.worker_env(),
-                             **shim_env})
+                             **shim_env}, handover=handover)
+
+
+_OUTPUT_NAME = re.compile(rf"(trial\d+|repeat0|timed\d+)\.kst|{re.escape(ORDER_FILE)}")
+
+
+def _give_outputs(prep: Prepared, res: EvalResult) -> int:
+    """Pass the outputs the candidate's worker handed over in device memory on to the judge
+    (before its job, which it reads after them); returns how many. An output name the harness
+    does not write, or one handed over twice, is refused: the judge then finds no such output."""
+    counts = Counter(h.name for h in prep.handed)
+    good = [h for h in prep.handed if counts[h.name] == 1 and _OUTPUT_NAME.fullmatch(h.name)]
+    refused = sorted({h.name[:60] for h in prep.handed} - {h.name for h in good})
+    if refused:
+        res.errors.append(f"output handover: refused {', '.join(refused[:6])} (not an output name, or handed over "
+                          "more than once)"[:500])
+    try:
+        if good:
+            assert prep.judge is not None
+            prep.judge.give(good)
+    finally:  # the judge holds its own references now; ours go, and with the judge's the memory
+        fds.close_all(prep.handed)
+        prep.handed = []
+    return len(good)
 
 
 def _run_judge(judge: Worker, job: dict, config: EvalConfig) -> WorkerOutcome:
@@ -318,6 +355,9 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     # 4. the candidate's own process: build, run, time
     with building(prep.cand, bdir):  # one build of a candidate at a time, across processes
         cand = prep.cand.run(prep.cand_job, timeouts=lim.candidate_timeouts(), memory_bytes=lim.memory_bytes)
+    prep.handed = prep.cand.take_handed()
+    res.errors.extend(f"output handover: {m.get('note')}"[:500] for m in cand.events("handover"))
+    res.errors.extend(cand.handover_notes)
     res.output_excerpt = cand.output[-4000:]
     res.isolation = cand.isolation
     res.phase_s = {"prepare": prep.seconds, **_phases("candidate", cand)}
@@ -364,8 +404,15 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     cached = archive.get_baseline(key) if archive is not None else None
     # eager is timed again in every evaluation, right after the candidate, so that drift of the
     # device between evaluations cancels out of the speedup; torch.compile's comes from the cache
+    expected = len(trial_seeds) + 1 + len(spots) + (check_order is not None)
+    try:
+        passed = _give_outputs(prep, res)
+        res.handover = f"device {passed}/{expected}" if passed else "files"
+    except OSError as e:
+        return _verdict(res, Status.CRASHED, f"the outputs in device memory could not be passed to the judge: {e}")
     judge = _run_judge(prep.judge, {**prep.judge_job, "check_spots": spots, "check_order": check_order,
-                                    "baselines": True if cached is None else "eager"}, config)
+                                    "baselines": True if cached is None else "eager", "handover_limit": passed},
+                       config)
     res.phase_s.update(_phases("judge", judge))
     if judge.first("done") is None:
         err = judge.first("error") or {}
@@ -395,15 +442,15 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     res.norm_error = max(norms) if norms else None
     res.candidate_timing = TimingStats.from_samples(samples, late)
 
-    if len(res.checks) < len(trial_seeds) + 1 + len(spots) + (check_order is not None):
-        return _verdict(res, Status.CRASHED, "the judge did not check every output")
     if mutated:
         args = sorted({i for m in mutated for i in m["mutated_inputs"]})
         return _verdict(res, Status.INCORRECT, f"forward modified its input argument(s) {args}")
     failed = [c for c in res.checks if not c.ok]
-    if failed:
+    if failed:  # before the count: a trial that failed leaves checks that build on it undone
         first = failed[0]
         return _verdict(res, Status.INCORRECT, f"{first.tag}: {first.reason}"[:500])
+    if len(res.checks) < expected:
+        return _verdict(res, Status.CRASHED, "the judge did not check every output")
     escaped = _profile_mismatch(cand, res.candidate_timing)
     if escaped:
         return _verdict(res, Status.REJECTED, escaped)

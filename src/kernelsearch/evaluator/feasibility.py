@@ -22,8 +22,9 @@ The forward's working memory is the peak of the tensors one forward has alive at
 on meta; where that trace is missing, the outputs stand for it. Both roles also need a CUDA
 context and workspace (``CUDA_RESERVE``). On the CPU the limit is the worker's memory cap
 (``Limits.memory_bytes``; the judge has twice that) or the host's available memory, whichever
-is less. The outputs handed from the candidate to the judge are files, which must fit in the
-scratch space (``sandbox/scratch.py``).
+is less. The outputs handed from the candidate to the judge go in device memory as far as it has
+room beside the larger worker (``device_handover_budget``), the rest as files, which must fit in
+the scratch space (``sandbox/scratch.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from kernelsearch.problems.loader import Problem
 
 CUDA_RESERVE = 1 << 30  # per process: CUDA context, cuBLAS/cuDNN workspaces, allocator slack
 CPU_RESERVE = 512 << 20  # per process: the interpreter, torch's libraries
+HANDOVER_MARGIN = 2 << 30  # GPU memory left free beside outputs handed over in device memory
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,21 @@ def memory_need(desc: ProblemDescription, config: EvalConfig) -> MemoryNeed | No
     return MemoryNeed(inputs, outputs, desc.param_bytes, forward, handover)
 
 
+def device_handover_budget(need: MemoryNeed | None, config: EvalConfig) -> int:
+    """Bytes of outputs the candidate's worker may hand to the judge in device memory
+    (evaluator/handover). Handed outputs stay on the GPU until the judge has read them, beside
+    either worker, so the budget is what the GPU has beyond the larger worker's peak, the CUDA
+    reserve and a margin. 0 off CUDA, with ``handover="files"``, or where sizes are unknown."""
+    if config.device != "cuda" or config.handover != "auto" or need is None:
+        return 0
+    gpu = gpu_memory(config)
+    if gpu is None:
+        return 0
+    room = gpu[0] - CUDA_RESERVE - max(need.candidate, need.judge) - HANDOVER_MARGIN
+    # each output's allocation is rounded up to the driver's granularity (2 MiB on an H100)
+    return max(0, min(room, need.handover + handover_files(config) * (2 << 20)))
+
+
 def gpu_memory(config: EvalConfig) -> tuple[int, str] | None:
     """Total memory of the GPU the evaluation runs on, and its name. From the device's
     properties: asking for the free memory would make a CUDA context in this process."""
@@ -144,7 +161,7 @@ def fit_reason(problem: Problem, config: EvalConfig) -> str:
                 return (f"does not fit in memory: {need.breakdown()} need ~{_gb(n + CPU_RESERVE)} in {role}; "
                         f"{what}")
     free = _scratch_free()
-    if need.handover > free:
+    if need.handover - device_handover_budget(need, config) > free:
         return (f"does not fit on disk: the {handover_files(config)} output files handed to "
                 f"the judge need {_gb(need.handover)}; the largest scratch space has {_gb(free)} free")
     return ""

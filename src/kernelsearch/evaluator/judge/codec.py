@@ -34,7 +34,7 @@ def write_tensors(path: Path, value) -> None:
     """Write a tensor, or a list/tuple of tensors, to ``path``. The file is sized first and the
     tensors copied straight into its mapped pages (from a GPU through page-locked chunks): a
     copy to a fresh host tensor and then a write cost ~3 s per 2 GiB output on an H100 host."""
-    tensors, kind = _flatten(value)
+    tensors, kind = flatten(value)
     tensors = [t.detach().contiguous() for t in tensors]
     metas = [{"dtype": str(t.dtype), "shape": list(t.shape), "nbytes": t.numel() * t.element_size()} for t in tensors]
     header = json.dumps({"kind": kind, "tensors": metas}).encode()
@@ -69,26 +69,11 @@ def read_tensors(path: Path, device: str = "cpu") -> list[torch.Tensor]:
         if hlen > _MAX_HEADER or 8 + hlen > size:
             raise CodecError(f"{path.name}: bad header length")
         try:
-            header = json.loads(f.read(hlen))
-            metas = header["tensors"]
-            if not isinstance(metas, list):
-                raise TypeError("tensors is not a list")
+            metas = json.loads(f.read(hlen))["tensors"]
         except (ValueError, KeyError, TypeError) as e:
             raise CodecError(f"{path.name}: bad header: {e}") from None
-        plan, pos = [], 8 + hlen
-        for m in metas:
-            dtype = _DTYPES.get(m.get("dtype")) if isinstance(m, dict) else None
-            shape = m.get("shape") if dtype else None
-            if dtype is None or not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
-                raise CodecError(f"{path.name}: bad tensor description {m!r:.200}")
-            numel = 1
-            for s in shape:
-                numel *= s
-            nbytes = numel * torch.empty(0, dtype=dtype).element_size()
-            if m.get("nbytes") != nbytes:
-                raise CodecError(f"{path.name}: size mismatch")
-            plan.append((dtype, shape, nbytes))
-            pos += nbytes
+        plan = tensor_plan(metas, path.name)
+        pos = 8 + hlen + sum(nbytes for _, _, nbytes in plan)
         if pos != size:  # checked before allocating anything the header asks for
             raise CodecError(f"{path.name}: file holds {size} bytes, header describes {pos}")
         if pos == 8 + hlen:
@@ -110,6 +95,27 @@ def read_tensors(path: Path, device: str = "cpu") -> list[torch.Tensor]:
     return out
 
 
+def tensor_plan(metas: object, where: str) -> list[tuple[torch.dtype, list[int], int]]:
+    """(dtype, shape, bytes) of each tensor a header describes, every field checked: a known
+    dtype, a list of non-negative int sizes, and ``nbytes`` equal to what they make."""
+    if not isinstance(metas, list):
+        raise CodecError(f"{where}: bad header: tensors is not a list")
+    plan = []
+    for m in metas:
+        dtype = _DTYPES.get(m.get("dtype")) if isinstance(m, dict) else None
+        shape = m.get("shape") if dtype else None
+        if dtype is None or not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+            raise CodecError(f"{where}: bad tensor description {m!r:.200}")
+        numel = 1
+        for s in shape:
+            numel *= s
+        nbytes = numel * torch.empty(0, dtype=dtype).element_size()
+        if m.get("nbytes") != nbytes:
+            raise CodecError(f"{where}: size mismatch")
+        plan.append((dtype, shape, nbytes))
+    return plan
+
+
 _CHUNK = 64 << 20  # bytes staged through page-locked memory at a time
 
 
@@ -127,7 +133,7 @@ def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
         dst[at:at + k].copy_(stage[:k])  # synchronous: the stage is reused for the next chunk
 
 
-def _flatten(value) -> tuple[list[torch.Tensor], str]:
+def flatten(value) -> tuple[list[torch.Tensor], str]:
     if isinstance(value, torch.Tensor):
         return [value], "tensor"
     if isinstance(value, (list, tuple)) and all(isinstance(v, torch.Tensor) for v in value):

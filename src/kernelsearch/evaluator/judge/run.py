@@ -1,5 +1,5 @@
 """The judge's role in the worker: run only the reference, recompute the same inputs from the same
-seeds, compare the candidate's output files with the reference's outputs, and time the eager
+seeds, compare the candidate's outputs (evaluator/handover) with the reference's, and time the eager
 and torch.compile baselines. The reference's outputs never exist in a process the candidate ran in.
 """
 
@@ -21,7 +21,7 @@ def run_judge(job: dict, ch: Channel) -> None:
     import torch
 
     from kernelsearch.evaluator.config import TimingConfig
-    from kernelsearch.evaluator.judge.codec import CodecError, read_tensors
+    from kernelsearch.evaluator.handover.outputs import Source
     from kernelsearch.evaluator.judge.compare import compare
     from kernelsearch.evaluator.timing.loop import time_calls
     from kernelsearch.evaluator.verdict.records import TimingStats
@@ -29,7 +29,7 @@ def run_judge(job: dict, ch: Channel) -> None:
 
     ch.send("phase", phase="check")  # reference outputs and comparisons (what the timing breakdown shows)
     device = job["device"]
-    cand_dir = Path(job["out_dir"])
+    outputs = Source(Path(job["out_dir"]), device, int(job.get("handover_limit") or 0))
     atol, rtol = job["atol"], job["rtol"]
     vacuity = bool(job.get("guard_vacuous", False))
     problem = load_module(Path(job["problem_path"]), device=_size_device(job), name="ks_reference_problem")
@@ -41,15 +41,7 @@ def run_judge(job: dict, ch: Channel) -> None:
             out = model(*make_inputs(problem, seed, device, job.get("distribution", "normal")))
         return [out] if isinstance(out, torch.Tensor) else list(out)
 
-    def load(name: str):
-        path = cand_dir / name
-        if not path.is_file():
-            return None, f"{name}: no output written"
-        try:
-            return read_tensors(path, device), ""
-        except CodecError as e:
-            return None, f"output file unreadable: {e}"
-
+    load = outputs.load
     def check(tag: str, name: str, seed: int, wrong: str = "") -> list | None:
         """Compare one output file with the reference on ``seed``; a failure's reason starts
         with ``wrong``. The output, for a check that needs it again."""
@@ -83,6 +75,7 @@ def run_judge(job: dict, ch: Channel) -> None:
     for spot in job.get("check_spots", []):
         check(f"timed call (input set {spot['input_set']})", spot["file"], job["timing_seeds"][spot["input_set"]],
               "output of a timed call is wrong: ")
+    outputs.close()
     if torch.cuda.is_available() and device == "cuda":
         torch.cuda.empty_cache()
 

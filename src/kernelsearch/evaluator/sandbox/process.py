@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import kernelsearch
+from kernelsearch.evaluator.handover import fds
 from kernelsearch.evaluator.sandbox import isolation
 
 # Variables a worker may inherit; everything else (API keys, tokens, cloud credentials) stays out.
@@ -52,6 +54,7 @@ class WorkerOutcome:
     # ("start": what was left of the interpreter's start-up): where an evaluation's time went
     phase_s: dict[str, float] = field(default_factory=dict)
     isolation: str = ""  # "bwrap" or "none", then "+cgroup" or "+watchdog" (how tasks are capped)
+    handover_notes: list[str] = field(default_factory=list)  # messages refused on the handover socket
 
     def events(self, name: str) -> list[dict]:
         return [m for m in self.messages if m.get("event") == name]
@@ -135,9 +138,13 @@ class Worker:
 
     def __init__(self, paths_from: dict, workdir: Path, *, output_bytes: int, file_bytes: int,
                  env_extra: dict[str, str] | None = None, wrapper: list[str] | None = None,
-                 sandbox: str = "auto", max_tasks: int = 4096, total_s: float | None = None) -> None:
+                 sandbox: str = "auto", max_tasks: int = 4096, total_s: float | None = None,
+                 handover: bool = False) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.out = out = WorkerOutcome()
+        # a socket for passing descriptors (evaluator/handover): outputs in device memory
+        self.sock: socket.socket | None = None
+        self.handed: list[fds.Handed] = []  # what the worker handed over, taken by ``take_handed``
         self.proc: subprocess.Popen | None = None
         self.cgroup: isolation.PidsCgroup | None = None
         self.max_tasks, self.total_s, self.output_bytes = max_tasks, total_s, output_bytes
@@ -160,6 +167,10 @@ class Worker:
             prefix, deathsig = isolation.reaper_args(), signal.SIGTERM
             isolation.protect_parent()
         read_fd, write_fd = os.pipe()
+        theirs = None
+        if handover:
+            self.sock, theirs = fds.pair()
+            env_extra = {**(env_extra or {}), fds.ENV: str(theirs.fileno())}
         try:
             self.proc = subprocess.Popen(
                 [*prefix, *argv, str(write_fd), str(paths_from.get("role", ""))],
@@ -168,16 +179,19 @@ class Worker:
                 stderr=subprocess.STDOUT,
                 cwd=workdir,
                 env=scrubbed_env(workdir, env_extra),
-                pass_fds=(write_fd,),
+                pass_fds=(write_fd,) if theirs is None else (write_fd, theirs.fileno()),
                 preexec_fn=isolation.make_preexec(file_bytes, isolation.cpu_seconds(total_s), cgroup, deathsig),
             )
         except BaseException:
             os.close(read_fd)
+            self._close_socket()
             if cgroup is not None:
                 cgroup.remove()
             raise
         finally:
             os.close(write_fd)
+            if theirs is not None:
+                theirs.close()
         self._lock = threading.Lock()
         self._state = {"phase": "start", "since": time.monotonic(), "killed": ""}
         self._phase_log: list[tuple[str, float]] = [("start", self._state["since"])]
@@ -318,6 +332,29 @@ class Worker:
             self.cgroup = None
         for t in self._readers:
             t.join(timeout=5)
+        self._close_socket()
+
+    def give(self, items: list[fds.Handed]) -> None:
+        """Pass handed-over outputs to this worker before its ``run`` (the judge); the caller
+        keeps and closes its own descriptors."""
+        if self.sock is None:
+            raise RuntimeError("this worker has no handover socket")
+        for h in items:
+            fds.send(self.sock, h.header, h.fd)
+
+    def take_handed(self) -> list[fds.Handed]:
+        """The outputs the worker handed over (after ``run``); the caller owns their descriptors."""
+        items, self.handed = self.handed, []
+        return items
+
+    def _close_socket(self, limit: int = 256) -> None:
+        """Closing, keep what the worker sent (nothing runs in it any more), refuse the rest."""
+        if self.sock is None:
+            return
+        self.handed, notes = fds.drain(self.sock, limit)
+        self.out.handover_notes.extend(notes)
+        self.sock.close()
+        self.sock = None
 
     def close(self) -> None:
         """Kill a worker that was started and never run (a no-op after ``run``)."""
@@ -335,6 +372,7 @@ class Worker:
         except subprocess.TimeoutExpired:  # pragma: no cover - kill_all sent SIGKILL
             pass
         self._reap()
+        fds.close_all(self.take_handed())
         self._tell("")
         self.on_phase = None
 

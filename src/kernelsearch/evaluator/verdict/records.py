@@ -121,6 +121,8 @@ class EvalResult:
     rtol: float | None = None
     seed: int | None = None
     isolation: str = ""  # how the candidate's worker was sandboxed (WorkerOutcome.isolation)
+    # how the outputs reached the judge: "device N/M" (N of M in device memory), else "files"
+    handover: str = ""
     # where the kernel sits against the device's measured ceilings (evaluator/timing/ceilings.py):
     # floor_ms, pct_of_floor, bound ("memory"|"compute"), memory_ms, compute_ms, bandwidth_gbs,
     # tflops, dtype, ceilings (where the ceilings came from)
@@ -182,6 +184,7 @@ class EvalResult:
             "eval_s": self.eval_s,
             "seed": self.seed,
             "isolation": self.isolation,
+            "handover": self.handover,
             "roofline": self.roofline,
             "profile": self.profile,
             "gpu": self.gpu,
@@ -229,6 +232,7 @@ class EvalResult:
             rtol=d.get("rtol"),
             seed=d.get("seed"),
             isolation=d.get("isolation", ""),
+            handover=str(d.get("handover", "")),
             roofline=d.get("roofline"),
             profile=d.get("profile"),
             gpu=d.get("gpu"),

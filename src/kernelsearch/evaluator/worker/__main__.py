@@ -38,10 +38,10 @@ from kernelsearch.evaluator.worker.streamshim import preload as _preload_shim
 # a 10 s start on the lent H100. Nothing here runs candidate code.
 _PRELOAD = {
     "candidate": ("torch.utils.cpp_extension", "torch.profiler", "kernelsearch.evaluator.worker.guards",
-                  "kernelsearch.evaluator.timing.loop", "kernelsearch.evaluator.judge.codec",
+                  "kernelsearch.evaluator.timing.loop", "kernelsearch.evaluator.handover.outputs",
                   "kernelsearch.evaluator.worker.streams"),
     "judge": ("kernelsearch.evaluator.worker.guards", "kernelsearch.evaluator.timing.loop",
-              "kernelsearch.evaluator.judge.codec", "kernelsearch.evaluator.judge.compare"),
+              "kernelsearch.evaluator.handover.outputs", "kernelsearch.evaluator.judge.compare"),
     "build": ("torch.utils.cpp_extension",),
 }
 

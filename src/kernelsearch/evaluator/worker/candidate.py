@@ -79,7 +79,7 @@ def build(job: dict, ch: Channel):
 def run_candidate(job: dict, ch: Channel) -> None:
     import torch
 
-    from kernelsearch.evaluator.judge.codec import write_tensors
+    from kernelsearch.evaluator.handover.outputs import Sink
     from kernelsearch.evaluator.timing import loop as timing  # noqa: F401 - binds its clocks before any candidate code runs
     from kernelsearch.evaluator.worker import streamshim
     from kernelsearch.evaluator.worker.guards import CallGuard, GuardViolation
@@ -99,6 +99,7 @@ def run_candidate(job: dict, ch: Channel) -> None:
     check_integrity, before_timed, after_timed, finish = (
         guard.check_integrity, guard.before_timed, guard.after_timed, guard.finish)
     order_check = StreamOrder(*streamshim.loaded()).check
+    hand = Sink(out_dir, int(job.get("device_handover_bytes") or 0), lambda why: ch.send("handover", note=why)).put
     cand = build(job, ch)
     if cand is None:
         return
@@ -125,7 +126,7 @@ def run_candidate(job: dict, ch: Channel) -> None:
             originals = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
             _poison(device, max(64 << 20, 2 * _nbytes(inputs)))
             out, fp = call(inputs, f"trial {i}")
-            write_tensors(out_dir / f"trial{i}.kst", out)
+            hand(f"trial{i}.kst", out)
             keep(out, fp, f"trial {i}")
             mutated = [j for j, (a, b) in enumerate(zip(inputs, originals, strict=True))
                        if isinstance(a, torch.Tensor) and not torch.equal(a, b)]
@@ -134,7 +135,7 @@ def run_candidate(job: dict, ch: Channel) -> None:
                 again = [x.clone() if isinstance(x, torch.Tensor) else x for x in originals]
                 _poison(device, max(64 << 20, 2 * _nbytes(inputs)))
                 out2, fp2 = call(again, "the determinism run")
-                write_tensors(out_dir / "repeat0.kst", out2)
+                hand("repeat0.kst", out2)
                 keep(out2, fp2, "the determinism run")
                 del out2, again
             del out, inputs, originals
@@ -142,11 +143,11 @@ def run_candidate(job: dict, ch: Channel) -> None:
         if device == "cuda" and job.get("order_seeds") and not job.get("skip_timing"):
             phase = "stream order"
             ch.send("phase", phase="stream order")
-            _stream_order(order_check, model, problem, job, ch, before, after)
+            _stream_order(order_check, model, problem, job, ch, before, after, hand)
             ch.send("phase", phase="run")
         if not job.get("skip_timing"):  # sanitizer runs: correctness only
             phase = "timing"
-            _timed_loop(model, problem, job, ch, out_dir, before_timed, after_timed, finish)
+            _timed_loop(model, problem, job, ch, hand, before_timed, after_timed, finish)
         # the profiled forward comes last, so the timed loop never runs in a process the
         # profiler has attached CUPTI to (the judge's baselines never do either)
         phase = "profile"
@@ -165,7 +166,7 @@ def run_candidate(job: dict, ch: Channel) -> None:
     ch.send("done")
 
 
-def _stream_order(check, model, problem, job: dict, ch: Channel, before, after) -> None:
+def _stream_order(check, model, problem, job: dict, ch: Channel, before, after, hand) -> None:
     """The stream-order check (worker/streams.py) on the job's own fresh inputs, poisoned memory
     before each call; its snapshot goes to the judge like a trial's output."""
     from dataclasses import asdict
@@ -173,7 +174,6 @@ def _stream_order(check, model, problem, job: dict, ch: Channel, before, after) 
     import torch
 
     from kernelsearch.evaluator.config import ORDER_FILE
-    from kernelsearch.evaluator.judge.codec import write_tensors
 
     device, dist, seeds = job["device"], job.get("distribution", "normal"), job["order_seeds"]
 
@@ -187,15 +187,14 @@ def _stream_order(check, model, problem, job: dict, ch: Channel, before, after) 
             return model(*args)
 
     snap, report = check(forward, inputs, len(seeds), before, after)
-    write_tensors(Path(job["out_dir"]) / ORDER_FILE, snap)
+    hand(ORDER_FILE, snap)
     ch.send("stream_order", file=ORDER_FILE, **asdict(report))
 
 
-def _timed_loop(model, problem, job: dict, ch: Channel, out_dir: Path, before, after, finish) -> None:
+def _timed_loop(model, problem, job: dict, ch: Channel, hand, before, after, finish) -> None:
     """The timed calls (the guards' hooks around each), then their spot outputs written and
     the raw samples reported."""
     from kernelsearch.evaluator.config import TimingConfig
-    from kernelsearch.evaluator.judge.codec import write_tensors
     from kernelsearch.evaluator.timing.loop import time_calls
 
     tcfg = TimingConfig(**job["timing"])
@@ -207,7 +206,7 @@ def _timed_loop(model, problem, job: dict, ch: Channel, out_dir: Path, before, a
     finish()
     spots = []
     for j, (k, out) in enumerate(run.spot_outputs):
-        write_tensors(out_dir / f"timed{j}.kst", out)
+        hand(f"timed{j}.kst", out)
         spots.append({"file": f"timed{j}.kst", "input_set": k})
     ch.send("timing", samples_ms=run.samples_ms, spots=spots, late=run.late, unjoined=run.unjoined)
 
