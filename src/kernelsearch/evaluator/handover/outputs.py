@@ -38,17 +38,17 @@ class Sink:
         """Hand ``value`` over under ``name``; "device" or "file", the way it went."""
         tensors, kind = flatten(value)
         tensors = [t.detach().contiguous() for t in tensors]
-        size = sum(t.numel() * t.element_size() for t in tensors)
+        nbytes = [t.numel() * t.element_size() for t in tensors]
         if self.sock is not None and tensors and all(t.is_cuda and t.device == tensors[0].device for t in tensors):
             from kernelsearch.evaluator.handover import vmm
 
-            if size <= self.left:
+            if sum(nbytes) <= self.left:
                 try:
                     exported = vmm.export_copy(tensors)
                     try:
                         header = {"name": name, "kind": kind, "size": exported.size, "tensors": [
-                            {"dtype": str(t.dtype), "shape": list(t.shape), "nbytes": t.numel() * t.element_size(),
-                             "offset": at} for t, at in zip(tensors, exported.offsets, strict=True)]}
+                            {"dtype": str(t.dtype), "shape": list(t.shape), "nbytes": n, "offset": at}
+                            for t, n, at in zip(tensors, nbytes, exported.offsets, strict=True)]}
                         fds.send(self.sock, header, exported.fd)
                     finally:
                         os.close(exported.fd)
@@ -103,19 +103,17 @@ class Source:
 
         h, where = handed.header, handed.name
         metas, size = h.get("tensors"), h.get("size")
-        plan = tensor_plan(metas, where)
-        offsets = [m.get("offset") for m in metas]
+        parts = [(d, s, n, m.get("offset")) for (d, s, n), m in zip(tensor_plan(metas, where), metas, strict=True)]
         if type(size) is not int or size <= 0:
             raise CodecError(f"{where}: bad allocation size {size!r:.40}")
-        for (_, _, n), at in zip(plan, offsets, strict=True):
+        for _, _, n, at in parts:
             if type(at) is not int or at < 0 or at % vmm.ALIGN or at + n > size:
                 raise CodecError(f"{where}: a tensor at offset {at!r:.40} ({n} bytes) is not inside {size} bytes")
         if not torch.cuda.is_available():
             raise CodecError(f"{where}: handed over in device memory, and the judge has no GPU")
         if size > torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory:
             raise CodecError(f"{where}: an allocation of {size} bytes, more than the GPU has")
-        return vmm.import_copy(handed.fd, size, [(d, s, n, at) for (d, s, n), at in zip(plan, offsets, strict=True)],
-                               self.device)
+        return vmm.import_copy(handed.fd, size, parts, self.device)
 
     def close(self) -> None:
         fds.close_all(list(self.handed.values()))
