@@ -16,8 +16,9 @@ Phases (the same `--work DIR` each time; each may be repeated and picks up where
     propose   create the runs (first call), then move each as far as its answers allow: post
               the round's questions, read the answers, commit the candidates. Prints how many
               questions wait in WORK/exchange/requests.
-    evaluate  on the device: evaluate pending candidates; a run whose search is done gets its
-              best kernel re-verified and its time confirmed (`kernelsearch verify --top 1`).
+    evaluate  on the device: build every run's pending candidates at once, across the
+              machine's cores, then evaluate them run by run; a run whose search is done gets
+              its best kernel re-verified and its time confirmed (`kernelsearch verify --top 1`).
     report    per problem and arm: the best kernel's % of the library kernel and of the
               roofline floor, fast_1 against eager and torch.compile, correct rate, candidates,
               tokens; `--json FILE`, `--markdown` (for docs/measurements.md).
@@ -53,6 +54,7 @@ from rich.table import Table
 
 from kernelsearch.cli.main import default_device, load_problem_set
 from kernelsearch.cli.main import main as kernelsearch
+from kernelsearch.evaluator.builds.prebuild import prebuild_each
 from kernelsearch.metrics.fastp import clears, correctness_rate, fast_p, geomean
 from kernelsearch.search.budgets import round_stop
 from kernelsearch.search.driver import Driver
@@ -303,6 +305,7 @@ def evaluate(args: argparse.Namespace) -> int:
     start, status = time.monotonic(), 0
     try:
         with _sigterm_as_interrupt():
+            prebuild_pending(work.runs(args.only))
             for ref in work.runs(args.only):
                 if args.budget_s is not None and time.monotonic() - start >= args.budget_s:
                     print(f"search_quality: --budget-s {args.budget_s:g} spent; the rest waits for the next call")
@@ -333,6 +336,25 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def prebuild_pending(refs: list[RunRef]) -> tuple[int, int]:
+    """Build the pending candidates of every run before any is evaluated; return (built,
+    failed). A run's session builds only its own candidates, when its turn comes, so the device
+    waited on one run's builds after another (a CUDA extension takes 40-90 s; round 0 of the
+    wall problems spent most of its 86 s per run there). The sessions then find the builds in
+    the cache."""
+    pairs = []
+    for ref in refs:
+        if run_state(ref.dir).label == TO_EVALUATE:
+            with RunStore(ref.dir) as store:
+                run = store.run()
+                pairs += [(c, run.config.eval) for c in store.pending(run.id)]
+    t0 = time.monotonic()
+    built, failed = prebuild_each(pairs)
+    if built or failed:
+        print(f"search_quality: built {built} of {built + failed} pending candidates in {time.monotonic() - t0:.0f} s")
+    return built, failed
 
 
 def evaluate_run(work: Work, ref: RunRef, verify: bool) -> bool:

@@ -190,3 +190,15 @@ def test_a_forged_handover_fails_the_check(cpu_config, archive, device_path_open
     assert "trial0: output handed over in device memory unreadable" in r.reason
     assert r.handover == "device 1/7"
     assert archive.integrity_ok()
+
+
+def test_an_output_larger_than_the_file_cap_still_reaches_the_judge(cpu_config, archive):
+    """The outputs go as files where device memory is not used; the worker's cap on a file's
+    size is raised to hold them (an 8 GiB output failed with "File too large" on the H100)."""
+    from dataclasses import replace
+
+    config = cpu_config.with_(limits=replace(cpu_config.limits, file_bytes=64 << 10))  # outputs are 256 KiB
+    r = ev.evaluate(load_problem(PROBLEM), Candidate.from_file(DATA / "candidates" / "py_correct.py"),
+                    config, archive)
+    assert r.status is Status.CORRECT, r.reason
+    assert r.handover == "files"

@@ -149,3 +149,38 @@ def test_search_quality_pipeline(tmp_path, monkeypatch, capsys):
         assert summary["geomean_pct_of_library"] == pytest.approx(row["pct_of_library"])
         assert f"| scale_add | {ref.arm} | {row['pct_of_library']:.1f}% |" in md
     assert rep["unequal_candidates"] == [] and rep["settings"]["rounds"] == 2
+
+
+def test_evaluate_builds_every_runs_pending_candidates_first(tmp_path, monkeypatch):
+    """`evaluate` builds the C++ candidates of all runs in one pool before any run's session;
+    the sessions then find them built and evaluate them (both arms' identical candidate is one
+    build)."""
+    from kernelsearch.evaluator.builds.prebuild import is_built
+    from kernelsearch.search.store import RunStore
+
+    monkeypatch.setenv("KERNELSEARCH_HOME", str(tmp_path / "home"))  # no build cached by other tests
+    sq = _script()
+    work = tmp_path / "work"
+    assert sq.main(["propose", "--work", str(work), "--problems", str(_problems(tmp_path)), "--rounds", "1",
+                    "--device", "cpu", "--", *RUN_ARGS]) == 0
+    cpp = (DATA / "candidates" / "cpp_correct.py").read_text()
+    for _ in range(3):
+        for req_file in (work / "exchange" / "requests").glob("*.json"):
+            out = work / "exchange" / "responses" / req_file.name
+            if not out.exists():
+                purpose = json.loads(req_file.read_text())["metadata"]["purpose"]
+                write_json_atomic(out, {"content": ideas_answer(("Fuse in C++", "memory_hierarchy"))
+                                        if purpose == "ideas" else code_answer(cpp)})
+        assert sq.main(["propose", "--work", str(work)]) == 0
+    runs = sq.Work(work).runs()
+    assert [sq.run_state(r.dir).label for r in runs] == [sq.TO_EVALUATE] * 2
+    assert sq.prebuild_pending(runs) == (1, 0)
+    for r in runs:
+        with RunStore(r.dir) as store:
+            run = store.run()
+            assert [is_built(c, run.config.eval) for c in store.pending(run.id)] == [True]
+    assert sq.prebuild_pending(runs) == (0, 0)  # nothing left to build
+    assert sq.main(["evaluate", "--work", str(work), "--no-verify"]) == 0
+    for r in runs:
+        with sqlite3.connect(r.dir / "run.sqlite") as c:
+            assert c.execute("SELECT status FROM evaluations").fetchall() == [("correct",)]

@@ -31,6 +31,7 @@ from kernelsearch.evaluator.feasibility import (
     device_handover_budget,
     fit_reason,
     memory_need,
+    output_file_limit,
 )
 from kernelsearch.evaluator.handover import fds
 from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
@@ -187,7 +188,8 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
                           "guard_vacuous": config.atol is None and config.rtol is None,
                           "check_trials": trial_seeds, "compile_baseline": config.compile_baseline}
         lim = config.limits
-        prep.cand = Worker(prep.cand_job, cand_dir, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
+        prep.cand = Worker(prep.cand_job, cand_dir, output_bytes=lim.output_bytes,
+                           file_bytes=output_file_limit(need, config),
                            sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + lim.run_timeout_s,
                            env_extra={"TORCH_EXTENSIONS_DIR": str(build_dir(config, candidate)), **config.worker_env(),
                                       **shim_env}, handover=device_bytes > 0)

@@ -41,6 +41,7 @@ from kernelsearch.problems.loader import Problem
 CUDA_RESERVE = 1 << 30  # per process: CUDA context, cuBLAS/cuDNN workspaces, allocator slack
 CPU_RESERVE = 512 << 20  # per process: the interpreter, torch's libraries
 HANDOVER_MARGIN = 2 << 30  # GPU memory left free beside outputs handed over in device memory
+FILE_SLACK = 64 << 20  # an output file's header and alignment, beyond its tensors' bytes
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,16 @@ def memory_need(desc: ProblemDescription, config: EvalConfig) -> MemoryNeed | No
     forward = max(desc.forward_peak_bytes or 0, outputs)
     handover = outputs * handover_files(config)
     return MemoryNeed(inputs, outputs, desc.param_bytes, forward, handover)
+
+
+def output_file_limit(need: MemoryNeed | None, config: EvalConfig) -> int:
+    """The largest file the candidate's worker may write: the configured cap, raised to hold one
+    trial's outputs (header and alignment too) where they are larger. Those files are the
+    evaluation's own, and their total was checked against the scratch space; without the raise,
+    an 8 GiB output failed with "File too large" when it went as a file."""
+    if need is None:
+        return config.limits.file_bytes
+    return max(config.limits.file_bytes, need.outputs + FILE_SLACK)
 
 
 def device_handover_budget(need: MemoryNeed | None, config: EvalConfig) -> int:

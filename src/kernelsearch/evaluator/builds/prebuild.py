@@ -89,9 +89,19 @@ def build_one(candidate: Candidate, config: EvalConfig, max_jobs: int = 1,
 
 def prebuild(candidates: list[Candidate], config: EvalConfig, jobs: int | None = None) -> int:
     """Build every candidate that would reach the build step; return how many built."""
-    todo = {c.id: c for c in candidates if needs_build(c, config) and not is_built(c, config)}
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
-    if len(todo) < 2 or jobs < 2:  # one at a time: the evaluations build them just as fast
+    todo = [c for c in candidates if needs_build(c, config) and not is_built(c, config)]
+    if len(todo) < 2 or (jobs or os.cpu_count() or 1) < 2:  # one at a time: the evaluations build them as fast
         return 0
-    with ThreadPoolExecutor(jobs) as pool:
-        return sum(o.ok for o in pool.map(lambda c: build_one(c, config), todo.values()))
+    return prebuild_each([(c, config) for c in todo], jobs)[0]
+
+
+def prebuild_each(pairs: list[tuple[Candidate, EvalConfig]], jobs: int | None = None) -> tuple[int, int]:
+    """Build each candidate under its own configuration (runs of several problems), all in one
+    pool; return (built, failed) among those that needed a build. A failed build is left to the
+    evaluation, which reports it."""
+    todo = {(c.id, str(cfg.builds_dir)): (c, cfg) for c, cfg in pairs if needs_build(c, cfg) and not is_built(c, cfg)}
+    if not todo:
+        return 0, 0
+    with ThreadPoolExecutor(max(1, min(jobs or os.cpu_count() or 1, len(todo)))) as pool:
+        ok = sum(o.ok for o in pool.map(lambda job: build_one(*job), todo.values()))
+    return ok, len(todo) - ok
