@@ -1,49 +1,35 @@
-"""Throughput of KernelBench's own harness against `kernelsearch bench`: the same candidates,
-the same GPU, each from cold caches, with wall time, candidates per hour and the verdicts side
-by side.
+"""Throughput of KernelBench's own harness against `kernelsearch bench`: the same candidates
+(``benchmarks/kbtp_candidates``: one per problem for 31 level 1-2 problems; files say their kind,
+``kbtp: kind=custom|compile_error|wrong``, and ``references.txt`` names the problems whose
+candidate is the reference itself), the same GPU, each harness from cold caches.
 
-The candidates (``benchmarks/kbtp_candidates``): one per problem, 31 KernelBench level 1 and 2
-problems, four kinds. ``levelN/<problem file>.py`` files say their kind in their docstring's
-first line (``kbtp: kind=custom|compile_error|wrong expect=...``): correct custom CUDA kernels
-of ours, CUDA sources with a compile error, and wrong results (CUDA or PyTorch);
-``references.txt`` lists the problems whose candidate is the reference itself (the problem's
-source with the ModelNew wrapper of kernelbench_sweep.py).
-
-Phases:
-
-- ``wheels`` (here): ``pip download`` the pinned packages KernelBench's script imports that the
-  GPU machines lack (pydra-config, pydantic, python-dotenv, openai, litellm, modal and what they
-  import) into ``.whl`` as cp312 manylinux wheels (``--print`` shows the command only).
-- ``prepare`` (CPU): lays the candidates out for both harnesses under ``--work``:
-  ``kernelbench/`` is a copy of KernelBench's ``scripts/`` and ``src/`` with a ``KernelBench/``
-  tree holding only the chosen problems (its local dataset is every file there) and
-  ``runs/kbtp_level<L>/level_<L>_problem_<id>_sample_0_kernel.py``; ``ks/problems`` and
-  ``ks/solutions`` hold ``<problem>.py`` pairs for ``kernelsearch bench``; ``manifest.json``
-  lists every candidate. ``--nvcc`` compiles each CUDA candidate as ``load_inline`` would
-  (sm_90, no GPU) and checks that exactly the compile_error ones fail.
-- ``run`` (GPU machine): each harness from cold caches (a fresh build directory for
-  KernelBench, a fresh KERNELSEARCH_HOME), timed by wall clock; ``--harness kernelbench``
-  runs ``scripts/eval_from_generations.py`` once per level with its documented settings
-  (``dataset_src=local num_gpu_devices=1 timeout=300 build_cache=True num_cpu_workers=<cores>
-  gpu_arch=['Hopper']``, 5 correctness and 100 timing trials), ``--harness kernelsearch`` runs
+- ``wheels``: download, as cp312 wheels, the pinned packages KernelBench's script imports that
+  the GPU machines lack (pydra-config, pydantic, python-dotenv, openai, litellm, modal, ...).
+- ``prepare`` (CPU): ``WORK/kernelbench`` is KernelBench's ``scripts/`` and ``src/`` with a
+  ``KernelBench/`` tree of only the chosen problems (its local dataset) and
+  ``runs/kbtp_level<L>/level_<L>_problem_<id>_sample_0_kernel.py``; ``WORK/ks`` holds
+  ``problems/`` and ``solutions/`` for ``kernelsearch bench``; ``WORK/manifest.json`` lists the
+  candidates. ``--nvcc`` builds each CUDA candidate as load_inline would (sm_90, no GPU) and
+  checks that exactly the compile_error ones fail.
+- ``run`` (GPU): KernelBench's ``scripts/eval_from_generations.py``, unmodified, once per level at
+  its documented settings (``dataset_src=local num_gpu_devices=1 timeout=300 build_cache=True
+  num_cpu_workers=<cores> gpu_arch=['Hopper']``; 5 correctness, 100 timing trials), and/or
   ``kernelsearch bench --matched-only --confirm 0 --no-compile --json`` (every check on; no
-  torch.compile baseline and no confirming processes, as KernelBench times neither). A harness
-  still running after ``--budget-s`` is stopped, and what it finished is kept. Writes
-  ``manifest.json``, ``kernelbench.json`` / ``kernelsearch.json`` (wall time, settings, the raw
-  results, per-candidate verdicts) and their ``.log`` files into ``--out``.
-- ``report``: the side-by-side Markdown tables from one or more ``run`` output folders.
-
-Usage (README, "Running over KernelBench"):
+  torch.compile baseline or confirming processes, which KernelBench has neither of), each timed by
+  wall clock and stopped at ``--budget-s`` / ``--stop-by-s``; writes ``manifest.json``,
+  ``kernelbench.json|log``, ``kernelsearch.json|log`` into ``--out``.
+- ``report``: Markdown tables (wall time, candidates/hour, verdicts side by side and why they
+  differ) from one or more ``run`` outputs, KernelBench's levels added up across calls.
 
     python benchmarks/kernelbench_throughput.py wheels --dest .whl
     python benchmarks/kernelbench_throughput.py prepare --kernelbench .ext/kernelbench --work .ext/kbtp
-    # GPU machine, carrying .ext/kbtp and .whl; one call per harness (each under 10 minutes)
+    # GPU machine, carrying .ext/kbtp and .whl; KernelBench one level a call, kernelsearch in a third
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     PYTHONPATH=src python3 benchmarks/kernelbench_throughput.py run --work .ext/kbtp --out "$OUT" \\
-        --harness kernelbench --kb-site /tmp/site --stop-by-s 560
+        --harness kernelbench --levels 1 --kb-site /tmp/site --stop-by-s 560    # then --levels 2
     PYTHONPATH=src python3 benchmarks/kernelbench_throughput.py run --work .ext/kbtp --out "$OUT" \\
         --harness kernelsearch --stop-by-s 570
-    python benchmarks/kernelbench_throughput.py report --from DIR1 --from DIR2
+    python benchmarks/kernelbench_throughput.py report --from DIR1 --from DIR2 --from DIR3
 """
 
 from __future__ import annotations
@@ -457,8 +443,11 @@ def run(args: argparse.Namespace) -> int:
     for h in harnesses:
         fn = run_kernelbench if h == "kernelbench" else run_kernelsearch
         summary = fn(args, work, out, entries)
-        summary.update({"env": _env_info(), "warm_up_s": warm, "budget_s": args.budget_s, "stop_by_s": args.stop_by_s,
+        env = _env_info()
+        summary.update({"env": env, "warm_up_s": warm, "budget_s": args.budget_s, "stop_by_s": args.stop_by_s,
                         "finished": time.strftime("%Y-%m-%d %H:%M:%S")})
+        for info in summary.get("levels", {}).values():  # levels may be merged from several calls
+            info.update({"host": env.get("host"), "gpu": env.get("gpu")})
         (out / f"{h}.json").write_text(json.dumps(summary, indent=1, default=str))
         print(f"{h}: {summary['judged']}/{len(entries)} judged in {summary['wall_s']:.1f} s"
               + (f" ({summary['candidates_per_hour']:.0f} candidates/hour)" if summary["candidates_per_hour"] else "")
@@ -502,7 +491,11 @@ def run_kernelbench(args: argparse.Namespace, work: Path, out: Path, entries: li
         r["command"] = cmd
         runs[level] = r
         results = kbw / "runs" / f"kbtp_level{level}" / "eval_results.json"
-        raw[level] = json.loads(results.read_text()) if results.is_file() else {}
+        try:  # the script rewrites it whole after every candidate; a stop may tear the last write
+            raw[level] = json.loads(results.read_text()) if results.is_file() else {}
+        except ValueError:
+            raw[level] = {}
+            r["results_file"] = "unreadable (torn by the stop?)"
     wall = time.monotonic() - start
     verdicts = kb_verdicts(entries, raw, log.read_text(errors="replace"))
     judged = sum(v["verdict"] != "not_run" for v in verdicts)
@@ -539,7 +532,7 @@ def _kb_ref_runtimes(log: str) -> dict[tuple[int, int], float]:
         m = _KB_RESULT.search(line)
         if not m:
             continue
-        for nxt in lines[i + 1:i + 4]:
+        for nxt in lines[i:i + 4]:
             r = re.search(r"ref_runtime=(-?[\d.eE+-]+)", nxt)
             if r:
                 try:
@@ -697,6 +690,7 @@ def ks_verdicts(entries: list[dict], bench: dict) -> list[dict]:
             "key": e["key"], "level": e["level"], "verdict": r.get("status"), "reason": r.get("reason") or "",
             "flags": r.get("flags") or [], "candidate_ms": r.get("candidate_ms"), "eager_ms": r.get("eager_ms"),
             "speedup_vs_eager": r.get("speedup_vs_eager"), "max_abs_error": r.get("max_abs_error"),
+            "norm_error": r.get("norm_error"), "atol": r.get("atol"), "rtol": r.get("rtol"),
             "eval_s": r.get("eval_s"), "duplicate_of": r.get("duplicate_of"),
         })
     return rows
@@ -842,9 +836,12 @@ def report(args: argparse.Namespace) -> int:
     for name, run_ in (("KernelBench", kb), ("kernelsearch", ks)):
         env = run_.get("env") or {}
         if env:
-            lines.append(f"{name} ran on {env.get('gpu', 'no GPU')} (host {env.get('host', '?')}, "
+            hosts = sorted({str(i.get("host")) for i in run_.get("levels", {}).values() if i.get("host")}
+                           or {str(env.get("host", "?"))})
+            lines.append(f"{name} ran on {env.get('gpu', 'no GPU')} (host {', '.join(hosts)}, "
                          f"{env.get('cpu_count', '?')} cores, torch {env.get('torch', '?')}), finished "
-                         f"{run_.get('finished', '?')}" + (f", merged from {run_['merged_from']} calls" if run_.get("merged_from") else "") + ".")
+                         f"{run_.get('finished', '?')}" + (f", levels merged from {run_['merged_from']} calls"
+                                                           if run_.get("merged_from") else "") + ".")
     lines.append("")
     lines.append("| harness | settings | judged | wall s | candidates/hour |")
     lines.append("|---|---|---|---|---|")

@@ -231,6 +231,11 @@ def test_kernelsearch_half_and_report_on_the_cpu(tp, fake_kb, plan, tmp_path, ca
     assert ks["judged"] == 2 and not ks["stopped"]
     assert "--confirm" in ks["command"] and "--no-compile" in ks["command"]
     assert (work / "kshome" / "archive.sqlite").is_file()  # its own, fresh home
+    # what a bench stopped at the budget (no JSON printed) leaves: the verdicts in its archive
+    entries = json.loads((work / "manifest.json").read_text())["entries"]
+    blank = [{"key": e["key"], "level": e["level"], "verdict": "not_run", "flags": []} for e in entries]
+    judged, again = tp.ks_from_archive(entries, work / "kshome", blank)
+    assert judged == 2 and [r["verdict"] for r in again] == [rows[e["key"]]["verdict"] for e in entries]
     capsys.readouterr()
     assert tp.main(["report", "--from", str(out), "--json", str(tmp_path / "r.json")]) == 0
     text = capsys.readouterr().out
