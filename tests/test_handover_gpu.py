@@ -61,6 +61,15 @@ def _config(**kw) -> EvalConfig:
                       limits=Limits(build_timeout_s=900, run_timeout_s=120), **kw)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _built():
+    """The CUDA candidates built in parallel first: the verdicts below then take seconds each."""
+    from kernelsearch.evaluator.builds.prebuild import prebuild
+
+    prebuild([Candidate.from_file(DATA / "candidates" / f"{n}.py") for n in ("cuda_correct", "cuda_wrong",
+                                                                            "cuda_unwritten")], _config(), jobs=3)
+
+
 @pytest.mark.parametrize("name,status", [("py_correct", Status.CORRECT), ("cuda_correct", Status.CORRECT),
                                          ("cuda_wrong", Status.INCORRECT), ("cuda_unwritten", Status.INCORRECT)])
 def test_verdicts_through_device_memory_match_files(name, status, archive):
