@@ -76,7 +76,7 @@ def test_verdicts_through_device_memory_match_files(name, status, archive):
     cand = Candidate.from_file(DATA / "candidates" / f"{name}.py")
     via = {}
     for mode in ("auto", "files"):
-        r = evaluate(load_problem(PROBLEM), cand, _config(handover=mode), archive)  # "files" is the default
+        r = evaluate(load_problem(PROBLEM), cand, _config(handover=mode), archive)  # "auto" is the default
         assert r.status is status, (mode, r.status, r.reason, r.errors)
         via[mode] = r
     assert via["auto"].handover == "device 9/9", via["auto"].errors  # 5 trials, the repeat, 2 spots, the order check
