@@ -47,28 +47,12 @@ from kernelsearch.evaluator.verdict.records import EvalResult
 from kernelsearch.problems.describe import describe_cached, format_shape
 from kernelsearch.problems.lint import cached_lint
 from kernelsearch.problems.loader import Problem, ProblemError, import_hint, load_problem
-
-WRAPPER = '''
-
-# --- appended by kernelsearch's benchmarks/kernelbench_sweep.py: the reference as a candidate ---
-import torch as _sweep_torch
-
-
-class ModelNew(_sweep_torch.nn.Module):
-    """The problem's own Model, built with the same arguments and called as is."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__()
-        self.ref = Model(*args, **kwargs)
-
-    def forward(self, *args):
-        return self.ref(*args)
-'''
+from kernelsearch.problems.reference import reference_source
 
 
 def reference_candidate(problem: Problem) -> Candidate:
     """The problem's source with the wrapper appended (module docstring above says why)."""
-    return Candidate.from_source(problem.source + WRAPPER, backend="torch", name=problem.name)
+    return Candidate.from_source(reference_source(problem.source), backend="torch", name=problem.name)
 
 
 @dataclass(frozen=True)

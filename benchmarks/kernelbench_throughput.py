@@ -47,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -56,23 +57,6 @@ CANDIDATES = Path(__file__).resolve().parent / "kbtp_candidates"
 KINDS = ("reference", "custom", "compile_error", "wrong")
 EXPECT = {"reference": "correct", "custom": "correct", "compile_error": "compile_error", "wrong": "incorrect"}
 
-# The same wrapper as benchmarks/kernelbench_sweep.py's: the reference as a candidate.
-WRAPPER = '''
-
-# --- appended by kernelsearch's benchmarks/kernelbench_throughput.py: the reference as a candidate ---
-import torch as _sweep_torch
-
-
-class ModelNew(_sweep_torch.nn.Module):
-    """The problem's own Model, built with the same arguments and called as is."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__()
-        self.ref = Model(*args, **kwargs)
-
-    def forward(self, *args):
-        return self.ref(*args)
-'''
 
 # What scripts/eval_from_generations.py imports (through kernelbench.eval/utils, pydra and modal)
 # that the GPU machines' image lacks (KINDS.md's package list), pinned; protobuf and
@@ -207,6 +191,7 @@ def _sha(path: Path) -> str:
 
 def prepare(args: argparse.Namespace) -> int:
     from kernelsearch.evaluator.candidate import detect_backend
+    from kernelsearch.problems.reference import reference_source
 
     kb, work, candidates = Path(args.kernelbench), Path(args.work), Path(args.candidates)
     missing = [f for f in KB_FILES if not (kb / f).is_file()]
@@ -232,7 +217,7 @@ def prepare(args: argparse.Namespace) -> int:
         if not problem.is_file():
             raise SystemExit(f"{e.key}: no such problem in {kb}")
         source = problem.read_text()
-        cand = source + WRAPPER if text is None else text
+        cand = reference_source(source) if text is None else text
         try:
             tree = ast.parse(cand)
         except SyntaxError as err:
@@ -325,6 +310,23 @@ class Stopped(Exception):
     pass
 
 
+def _wait(proc: subprocess.Popen, pump: Callable[[], None], deadline: float) -> tuple[int, bool]:
+    """Copy the process's output with ``pump`` (a thread) until it exits or ``deadline`` passes
+    (then its group is stopped); return its exit status and whether it was stopped."""
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    stopped = False
+    while proc.poll() is None:
+        if time.monotonic() > deadline:
+            stopped = True
+            _kill_group(proc)
+            break
+        time.sleep(0.2)
+    rc = proc.wait()
+    reader.join(timeout=10)
+    return rc, stopped
+
+
 def _run_logged(cmd: list[str], cwd: Path, env: dict, log: Path, deadline: float, title: str) -> dict:
     """Run ``cmd`` in its own process group, its output appended to ``log`` line by line with the
     seconds since it started; stopped (TERM, then KILL) at ``deadline``. Returns wall time, exit
@@ -347,17 +349,7 @@ def _run_logged(cmd: list[str], cwd: Path, env: dict, log: Path, deadline: float
                 f.write(f"[{t:8.2f}] {line}")
                 f.flush()
 
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        stopped = False
-        while proc.poll() is None:
-            if time.monotonic() > deadline:
-                stopped = True
-                _kill_group(proc)
-                break
-            time.sleep(0.2)
-        rc = proc.wait()
-        reader.join(timeout=10)
+        rc, stopped = _wait(proc, pump, deadline)
         wall = time.monotonic() - t0
         f.write(f"===== {title}: exit {rc}{' (stopped at the budget)' if stopped else ''} after {wall:.1f} s\n")
     return {"wall_s": round(wall, 2), "rc": rc, "stopped": stopped, "marks": marks}
@@ -662,17 +654,7 @@ def _run_split(cmd: list[str], cwd: Path, env: dict, log: Path, stdout_path: Pat
                 f.write(f"[{time.monotonic() - t0:8.2f}] {line}")
                 f.flush()
 
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        stopped = False
-        while proc.poll() is None:
-            if time.monotonic() > deadline:
-                stopped = True
-                _kill_group(proc)
-                break
-            time.sleep(0.2)
-        rc = proc.wait()
-        reader.join(timeout=10)
+        rc, stopped = _wait(proc, pump, deadline)
         wall = time.monotonic() - t0
         f.write(f"===== exit {rc}{' (stopped at the budget)' if stopped else ''} after {wall:.1f} s\n")
     return {"wall_s": round(wall, 2), "rc": rc, "stopped": stopped}
