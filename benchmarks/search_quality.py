@@ -17,8 +17,9 @@ Phases (the same `--work DIR` each time; each may be repeated and picks up where
               the round's questions, read the answers, commit the candidates. Prints how many
               questions wait in WORK/exchange/requests.
     evaluate  on the device: build every run's pending candidates at once, across the
-              machine's cores, then evaluate them run by run; a run whose search is done gets
-              its best kernel re-verified and its time confirmed (`kernelsearch verify --top 1`).
+              machine's cores, then evaluate them run by run; after all of them, a run whose
+              search is done gets its best kernel re-verified and its time confirmed
+              (`kernelsearch verify --top 1`), once.
     report    per problem and arm: the best kernel's % of the library kernel and of the
               roofline floor, fast_1 against eager and torch.compile, correct rate, candidates,
               tokens; `--json FILE`, `--markdown` (for docs/measurements.md).
@@ -297,20 +298,32 @@ def print_states(states: dict[RunRef, State], title: str) -> None:
 
 # -- evaluate ---------------------------------------------------------------------------------
 def evaluate(args: argparse.Namespace) -> int:
-    """Evaluate every run with pending candidates, then verify the finished ones; stops
-    starting new runs after --budget-s, and turns SIGTERM (from `timeout`) into a clean stop
-    (running evaluations are recorded, queued ones stay pending for the next call). Exit 1
-    when a run could not be evaluated (no GPU, a busy run), 130 when interrupted."""
+    """Evaluate every run with pending candidates, then verify the finished ones whose best is
+    not confirmed yet: all evaluations first, so a slow verification never takes the time a
+    later run's round needed. Stops starting new runs after --budget-s, and turns SIGTERM (from
+    `timeout`) into a clean stop (running evaluations are recorded, queued ones stay pending
+    for the next call). Exit 1 when a run could not be evaluated (no GPU, a busy run), 130 when
+    interrupted."""
     work = Work(args.work)
     start, status = time.monotonic(), 0
+
+    def in_budget() -> bool:
+        if args.budget_s is not None and time.monotonic() - start >= args.budget_s:
+            print(f"search_quality: --budget-s {args.budget_s:g} spent; the rest waits for the next call")
+            return False
+        return True
+
     try:
         with _sigterm_as_interrupt():
-            prebuild_pending(work.runs(args.only))
-            for ref in work.runs(args.only):
-                if args.budget_s is not None and time.monotonic() - start >= args.budget_s:
-                    print(f"search_quality: --budget-s {args.budget_s:g} spent; the rest waits for the next call")
+            refs = work.runs(args.only)
+            prebuild_pending(refs)
+            steps = [(evaluate_run, ref) for ref in refs]
+            if not args.no_verify:
+                steps += [(verify_run, ref) for ref in refs]
+            for step, ref in steps:
+                if not in_budget():
                     break
-                if not evaluate_run(work, ref, verify=not args.no_verify):
+                if not step(work, ref):
                     status = 1
                     break
     except KeyboardInterrupt:
@@ -357,22 +370,26 @@ def prebuild_pending(refs: list[RunRef]) -> tuple[int, int]:
     return built, failed
 
 
-def evaluate_run(work: Work, ref: RunRef, verify: bool) -> bool:
-    """One run's pending candidates, and its best kernel's re-verification once its search is
-    done (the figure the report publishes is then confirmed over fresh processes). False when
-    the session was interrupted or could not run (no device): stop there."""
-    st = run_state(ref.dir)
-    if st.label == TO_EVALUATE:
+def evaluate_run(work: Work, ref: RunRef) -> bool:
+    """One run's pending candidates. False when the session was interrupted or could not run
+    (no device): stop there."""
+    if run_state(ref.dir).label == TO_EVALUATE:
         code = ks(*resume_argv(work, ref, "evaluate", 0))
         if code != 0:
             print(f"search_quality: evaluating {ref.dir} stopped (exit {code})", file=sys.stderr)
             return False
-        st = run_state(ref.dir)
-    if verify and st.label == DONE:
-        code = ks("verify", str(ref.dir), "--top", "1", "--no-sanitize", "--json")
-        if code != 0:
-            print(f"search_quality: verifying {ref.dir} stopped (exit {code})", file=sys.stderr)
-            return False
+    return True
+
+
+def verify_run(work: Work, ref: RunRef) -> bool:
+    """A finished run's best kernel re-verified and its time confirmed over fresh processes (the
+    figure the report then publishes), unless that is done. False as for ``evaluate_run``."""
+    if run_state(ref.dir).label != DONE or report_row(ref).timed != "1 process":
+        return True
+    code = ks("verify", str(ref.dir), "--top", "1", "--no-sanitize", "--json")
+    if code != 0:
+        print(f"search_quality: verifying {ref.dir} stopped (exit {code})", file=sys.stderr)
+        return False
     return True
 
 

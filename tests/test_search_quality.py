@@ -89,9 +89,11 @@ def test_search_quality_pipeline(tmp_path, monkeypatch, capsys):
     sq = _script()
     work = tmp_path / "work"
     verified: list[str] = []
+    order: list[str] = []
     real_ks = sq.ks
 
     def ks(*argv: str):  # the CLI's verify is tested elsewhere; here: that done runs get it
+        order.append(argv[0])
         if argv[0] == "verify":
             verified.append(argv[1])
             return 0
@@ -122,6 +124,8 @@ def test_search_quality_pipeline(tmp_path, monkeypatch, capsys):
     assert {k for rnd, k in keys[0] if rnd == 0} == {k for rnd, k in keys[1] if rnd == 0}
     assert all(len(k) == 4 for k in keys) and answered == len({k for _, k in keys[0] | keys[1]})
     assert sorted(verified) == sorted(str(r.dir) for r in runs)
+    # both runs finished in the last call: both evaluated before either was verified
+    assert order[-4:] == ["run", "run", "verify", "verify"] and "verify" not in order[:-2]
 
     capsys.readouterr()
     assert sq.main(["report", "--work", str(work), "--json", str(tmp_path / "r.json"), "--markdown"]) == 0
