@@ -87,7 +87,7 @@ def _one_size(t: torch.Tensor, table: Table, gib: float) -> None:
     e = box[0]
     back: list[torch.Tensor] = []
     try:
-        r = _timed(lambda: back.extend(vmm.import_copy(e.fd, e.size, [(t.dtype, list(t.shape), t.numel() * 4, 0)])))
+        r = _timed(lambda: back.extend(vmm.import_copy(e.fd, e.size, [(t.dtype, list(t.shape), t.numel() * t.element_size(), 0)])))
     finally:
         os.close(e.fd)
     table.add_row(f"{gib:g}", "device memory", f"{w:.3f}", f"{r:.3f}", str(torch.equal(back[0], t)))

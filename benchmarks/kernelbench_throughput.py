@@ -306,10 +306,6 @@ def _nvcc_one(path: Path, d: Path, arch: str) -> tuple[bool, str]:
 # ----------------------------------------------------------------------------- run
 
 
-class Stopped(Exception):
-    pass
-
-
 def _wait(proc: subprocess.Popen, pump: Callable[[], None], deadline: float) -> tuple[int, bool]:
     """Copy the process's output with ``pump`` (a thread) until it exits or ``deadline`` passes
     (then its group is stopped); return its exit status and whether it was stopped."""

@@ -89,17 +89,25 @@ def build_one(candidate: Candidate, config: EvalConfig, max_jobs: int = 1,
 
 def prebuild(candidates: list[Candidate], config: EvalConfig, jobs: int | None = None) -> int:
     """Build every candidate that would reach the build step; return how many built."""
-    todo = [c for c in candidates if needs_build(c, config) and not is_built(c, config)]
+    todo = _unbuilt([(c, config) for c in candidates])
     if len(todo) < 2 or (jobs or os.cpu_count() or 1) < 2:  # one at a time: the evaluations build them as fast
         return 0
-    return prebuild_each([(c, config) for c in todo], jobs)[0]
+    return _build_all(todo, jobs)[0]
 
 
 def prebuild_each(pairs: list[tuple[Candidate, EvalConfig]], jobs: int | None = None) -> tuple[int, int]:
     """Build each candidate under its own configuration (runs of several problems), all in one
     pool; return (built, failed) among those that needed a build. A failed build is left to the
     evaluation, which reports it."""
-    todo = {(c.id, str(cfg.builds_dir)): (c, cfg) for c, cfg in pairs if needs_build(c, cfg) and not is_built(c, cfg)}
+    return _build_all(_unbuilt(pairs), jobs)
+
+
+def _unbuilt(pairs: list[tuple[Candidate, EvalConfig]]) -> dict[tuple[str, str], tuple[Candidate, EvalConfig]]:
+    """The pairs that would reach the build step and are not built yet, one per build directory."""
+    return {(c.id, str(cfg.builds_dir)): (c, cfg) for c, cfg in pairs if needs_build(c, cfg) and not is_built(c, cfg)}
+
+
+def _build_all(todo: dict[tuple[str, str], tuple[Candidate, EvalConfig]], jobs: int | None) -> tuple[int, int]:
     if not todo:
         return 0, 0
     with ThreadPoolExecutor(max(1, min(jobs or os.cpu_count() or 1, len(todo)))) as pool:
