@@ -42,8 +42,9 @@ from rich.table import Table
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig, default_home
-from kernelsearch.evaluator.evaluate import baseline_key, evaluate
+from kernelsearch.evaluator.evaluate import baseline_key
 from kernelsearch.evaluator.verdict.records import EvalResult
+from kernelsearch.executors import Job, make_executor
 from kernelsearch.problems.describe import describe_cached, format_shape
 from kernelsearch.problems.lint import cached_lint
 from kernelsearch.problems.loader import Problem, ProblemError, import_hint, load_problem
@@ -130,7 +131,7 @@ def judged_row(item: Item, problem: Problem, res: EvalResult, lint_lines: list[s
         "key": item.key, "level": item.level, "file": item.path.name, "name": problem.name,
         "problem_id": problem.id, "candidate_id": res.candidate_id, "device": config.device, "state": "judged",
         "status": res.status.value, "reason": res.reason, "flags": res.flags, "lint": lint_lines,
-        "eval_s": round(res.eval_s or 0.0, 2), "candidate_ms": _ms(res.candidate_ms), "eager_ms": _ms(res.eager_ms),
+        "eval_s": round(res.eval_s or 0.0, 2), "phase_s": res.phase_s, "candidate_ms": _ms(res.candidate_ms), "eager_ms": _ms(res.eager_ms),
         "compile_ms": _ms(res.compile_ms), "compile_error": res.compile_error[:300],
         "eager": res.eager_timing.to_dict() if res.eager_timing else None,
         "compile": res.compile_timing.to_dict() if res.compile_timing else None,
@@ -221,27 +222,48 @@ def run(args: argparse.Namespace) -> int:
             todo.append((item, problem))
     print(f"{len(items)} problem file(s) in this part, {len(todo)} to evaluate on {args.device}", file=sys.stderr)
     lints: dict[str, list[str]] = {}
-    stopped = 0
-    for n, (item, problem) in enumerate(todo):
-        if args.budget_s and time.monotonic() - t0 > args.budget_s:
-            stopped = len(todo) - n
-            break
-        cand = reference_candidate(problem)
-        res = from_archive(sweep.archive, problem, cand, args.device)
-        if not args.no_lint and problem.id not in lints:
+    if not args.no_lint:
+        for n in range(0, len(todo), args.lint_batch):
+            if args.budget_s and time.monotonic() - t0 > args.budget_s:
+                break  # unlinted problems still get their verdicts; a later call lints them (cached)
             batch = [p for _, p in todo[n:n + args.lint_batch]]
             try:
                 lints.update(lint_lines(batch, args.device, home))
-            except Exception as e:  # noqa: BLE001 - the lint advises; the evaluation still runs
+            except Exception as e:  # noqa: BLE001 - the lint advises; the evaluations still run
                 lints.update({p.id: [f"lint failed: {type(e).__name__}: {e}"[:300]] for p in batch})
-        if res is None:
-            res = evaluate(problem, cand, config, sweep.archive)
-        row = judged_row(item, problem, res, lints.get(problem.id, []), config)
-        sweep.add(row)
+
+    def record(item: Item, problem: Problem, res: EvalResult) -> None:
+        sweep.add(judged_row(item, problem, res, lints.get(problem.id, []), config))
         print(f"{item.key}: {res.status.value} ({res.eval_s or 0:.0f} s): {res.reason}", file=sys.stderr, flush=True)
+
+    queued: dict[str, tuple[Item, Problem]] = {}
+    for item, problem in todo:
+        cand = reference_candidate(problem)
+        res = from_archive(sweep.archive, problem, cand, args.device)
+        if res is not None:
+            record(item, problem, res)
+        else:
+            queued[item.key] = (item, problem)
+    # the executor's pipeline (executors/local.py): the next problems' workers start while one
+    # is evaluated, one evaluation at a time per GPU, so timings are as in a serial loop
+    stopped = 0
+    ex = make_executor("local", sweep.archive)
+    try:
+        for item, problem in queued.values():
+            ex.submit(Job(problem, reference_candidate(problem), config, tag=item.key))
+        while ex.outstanding():
+            for fin in ex.poll(timeout=5):
+                record(*queued[fin.job.tag], fin.result)
+            if args.budget_s and time.monotonic() - t0 > args.budget_s and ex.outstanding():
+                break
+    finally:
+        ex.close(wait=True)  # the evaluation under way finishes; queued ones stay to do
+        for fin in ex.poll(timeout=0):
+            record(*queued[fin.job.tag], fin.result)
+        stopped = ex.outstanding()
     shown = [sweep.rows[it.key] for it in items if it.key in sweep.rows]
     Console(width=args.width).print(table(shown, args.device))
-    left = stopped + sum(1 for it in items if it.key not in sweep.rows)
+    left = sum(1 for it in items if it.key not in sweep.rows)
     if stopped:
         print(f"stopped after {args.budget_s:g} s with {stopped} problem(s) of this part left: "
               "run the same command again to go on", file=sys.stderr)
@@ -285,7 +307,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-lint", action="store_true")
     ap.add_argument("--lint-batch", type=int, default=8, help="problems linted by one worker")
     ap.add_argument("--budget-s", type=float, default=0.0,
-                    help="start no new problem after this many seconds (0: no limit)")
+                    help="stop after this many seconds, once the evaluation under way is done (0: no limit)")
     ap.add_argument("--width", type=int, default=170)
     return ap
 

@@ -14,7 +14,8 @@ candidate is the reference itself), the same GPU, each harness from cold caches.
 - ``run`` (GPU): KernelBench's ``scripts/eval_from_generations.py``, unmodified, once per level at
   its documented settings (``dataset_src=local num_gpu_devices=1 timeout=300 build_cache=True
   num_cpu_workers=<cores> gpu_arch=['Hopper']``; 5 correctness, 100 timing trials), and/or
-  ``kernelsearch bench --matched-only --confirm 0 --no-compile --json`` (every check on; no
+  ``kernelsearch bench --matched-only --confirm 0 --no-compile --json`` at KernelBench v0.2's
+  fp32 tolerance (``--atol 1e-4 --rtol 1e-4``; ``--ks-tolerance default`` for ours) (every check on; no
   torch.compile baseline or confirming processes, which KernelBench has neither of), each timed by
   wall clock and stopped at ``--budget-s`` / ``--stop-by-s``; writes ``manifest.json``,
   ``kernelbench.json|log``, ``kernelsearch.json|log`` into ``--out``.
@@ -596,7 +597,15 @@ def ks_command(args: argparse.Namespace, problems: Path, solutions: Path) -> lis
         cmd += ["--device", args.device]
     if args.ks_jobs:
         cmd += ["-j", str(args.ks_jobs)]
+    if args.ks_tolerance == "kernelbench":
+        cmd += ["--atol", str(KB_TOLERANCE_FP32), "--rtol", str(KB_TOLERANCE_FP32)]
     return cmd + list(args.ks_arg or [])
+
+
+def tolerance_setting(args: argparse.Namespace) -> str:
+    if args.ks_tolerance == "kernelbench":
+        return f"KernelBench v0.2's for fp32: atol = rtol = {KB_TOLERANCE_FP32:g}"
+    return "kernelsearch's: the problem's, else atol = rtol = 1e-2"
 
 
 def run_kernelsearch(args: argparse.Namespace, work: Path, out: Path, entries: list[dict]) -> dict:
@@ -631,7 +640,7 @@ def run_kernelsearch(args: argparse.Namespace, work: Path, out: Path, entries: l
         "levels_covered": sorted({e["level"] for e in entries}),
         "settings": {"confirm": args.ks_confirm, "compile_baseline": bool(args.ks_compile),
                      "device": args.device or "default", "jobs": args.ks_jobs or "default",
-                     "extra": list(args.ks_arg or []), "tolerance": "the problem's, else atol = rtol = 1e-2"},
+                     "extra": list(args.ks_arg or []), "tolerance": tolerance_setting(args)},
         "results": verdicts, "raw": bench,
     }
 
@@ -794,9 +803,10 @@ def difference(kind: str, kbv: dict, ksv: dict) -> str:
     if a == "correct" and b == "incorrect" and "vacuous" in reason:
         return ("the reference's output is tiny, so an all-zeros output passes the absolute tolerance; "
                 "kernelsearch also requires the normalised error: " + reason[:200])
-    if a == "incorrect" and b == "correct":
-        return (f"KernelBench's fp32 tolerance is atol = rtol = {KB_TOLERANCE_FP32:g}, kernelsearch's the "
-                f"problem's or 1e-2 (max abs error {ksv.get('max_abs_error')}); KernelBench: {kbv.get('reason', '')[:160]}")
+    if a == "incorrect" and b == "correct" and ksv.get("atol") not in (None, KB_TOLERANCE_FP32):
+        return (f"KernelBench's fp32 tolerance is atol = rtol = {KB_TOLERANCE_FP32:g}, kernelsearch's here "
+                f"atol {ksv.get('atol'):g}, rtol {ksv.get('rtol'):g} (max abs error {ksv.get('max_abs_error')}); "
+                f"KernelBench: {kbv.get('reason', '')[:160]}")
     if b == "rejected":
         return "kernelsearch rejected it: " + reason[:240]
     return f"KernelBench: {kbv.get('reason', '')[:160]}; kernelsearch: {reason[:160]}"
@@ -925,6 +935,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ks-confirm", type=int, default=0, help="kernelsearch bench --confirm (default 0)")
     p.add_argument("--ks-compile", action="store_true", help="time the torch.compile baseline too")
     p.add_argument("--ks-jobs", type=int, default=0, help="kernelsearch bench -j (default: its own)")
+    p.add_argument("--ks-tolerance", choices=("kernelbench", "default"), default="kernelbench",
+                   help="kernelbench: KernelBench v0.2's fp32 tolerance (1e-4) for kernelsearch too; "
+                        "default: kernelsearch's own (the problem's, else 1e-2)")
     p.add_argument("--ks-arg", action="append", help="one more argument for kernelsearch bench (repeatable)")
     p.set_defaults(func=run)
     p = sub.add_parser("report", help="side-by-side Markdown from run outputs")

@@ -7,6 +7,7 @@ build of tests/data/candidates/cpp_correct.py.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -286,6 +287,25 @@ def test_prefetched_jobs_give_the_serial_verdicts_and_every_worker_ends(cpu_conf
     assert [_comparable(r) for r in serial] == [_comparable(r) for r in local_results]
     assert len(preps) == len(cands) and _all_ended(preps)
 
+    # several jobs ahead: while a job is being taken, more than one later job has its workers
+    # started and waiting (one ahead left the lane waiting for start-ups)
+    unrun: list[int] = []
+    import kernelsearch.executors.local as local
+
+    real = local.prepare
+
+    def counted(*a, **kw):
+        unrun.append(sum(1 for p in preps if p.cand is not None and not p.cand._done))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(local, "prepare", counted)
+    preps.clear()
+    five = [_torch_cand(f"a * 2 + b + {i} * 0") for i in range(5)]
+    with Archive(tmp_path / "ahead.sqlite") as a, LocalExecutor(a, prefetch=True, warmups=False) as ex:
+        assert all(r.status is Status.CORRECT for r in ex.evaluate_many([Job(problem, c, cpu_config) for c in five]))
+    assert local.AHEAD >= 2 and max(unrun) >= 2, unrun
+    assert len(preps) == len(five) and _all_ended(preps)
+
     # stop after the first result, with the next job prepared ahead: it is closed, not run
     preps.clear()
     more = [_torch_cand(f"a * 2 + b + {i} * 0") for i in range(3)]
@@ -475,6 +495,22 @@ def test_two_gpus_are_both_used(tmp_path):
         assert ex.stats.lanes_used == {0, 1}
     assert {r.gpu for r in results} == {0, 1}
     assert all(r.status is Status.CORRECT for r in results), [r.reason for r in results]
+
+
+def test_a_worker_started_anywhere_moves_onto_the_lanes_cores(tmp_path):
+    """Workers prepared ahead start on any core (their start-up is not the lane's); ``pin``
+    moves every thread of them onto the lane's cores before the job runs."""
+    from kernelsearch.evaluator.sandbox import isolation
+    from kernelsearch.evaluator.sandbox.process import Worker
+    from kernelsearch.executors.common import usable_cpus
+
+    core = usable_cpus()[-1]
+    with Worker({}, tmp_path / "w", output_bytes=1 << 20, file_bytes=1 << 30) as w:
+        time.sleep(2)  # its interpreter has started threads of its own by now
+        w.pin([core])
+        tasks = [(pid, int(t)) for pid in isolation.members(w.proc.pid, w.cgroup)
+                 for t in os.listdir(f"/proc/{pid}/task")]
+        assert len(tasks) >= 2 and all(os.sched_getaffinity(t) == {core} for _, t in tasks), tasks
 
 
 def test_the_gpu_lane_pins_both_workers():

@@ -73,7 +73,7 @@ def test_memory_need_adds_the_evaluators_copies():
     need = memory_need(desc, EvalConfig(device="cuda"))
     assert need == MemoryNeed(inputs=1000, outputs=400, params=50, forward=900, handover=400 * (5 + 2 + 2))
     assert need.candidate == 50 + 3 * 1000 + 400 + 900  # trial 0: inputs, clones, determinism copy
-    assert need.judge == 50 + 1000 + 400 + 900
+    assert need.judge == 50 + 1000 + 400 + 900 + 5 * 8 * (400 // 4)  # + the comparison's float64 slices
 
 
 def test_a_problem_too_large_is_crashed_before_any_worker_starts():
@@ -200,3 +200,59 @@ def test_baselines_table_from_saved_json(tmp_path, capsys):
     saved = {r["key"]: r for r in json.loads(out.read_text())}
     assert saved["level1/1_A.py"]["flag"] is True
     assert "level 1" in capsys.readouterr().out
+
+
+_BN_PROBLEM = '''
+import torch
+import torch.nn as nn
+{flag}
+
+class Model(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return self.bn(x) * 2.0
+
+def get_inputs():
+    return [torch.rand(8, 4, 16, 16) * 3 + 1]
+
+def get_init_inputs():
+    return [4]
+'''
+
+_RUNNING_STATS = '''
+import torch.nn as nn
+import torch.nn.functional as F
+
+class ModelNew(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        b = self.bn
+        return F.batch_norm(x, b.running_mean, b.running_var, b.weight, b.bias, False, 0.0, b.eps) * 2.0
+'''
+
+
+@pytest.mark.parametrize(("flag", "running_stats_pass"), [("", False), ("EVAL_MODE = True", True)])
+def test_modules_run_as_constructed_unless_the_problem_asks_for_eval_mode(tmp_path, cpu_config, archive,
+                                                                          flag, running_stats_pass):
+    """KernelBench runs Model as constructed (training mode: a batch norm normalises with the
+    batch's statistics); so does the harness, for Model and ModelNew alike, unless the problem
+    sets EVAL_MODE = True. A kernel that uses the running statistics is wrong in training mode
+    and right in eval mode; the reference as its own candidate is right in both."""
+    from kernelsearch.evaluator.candidate import Candidate
+
+    path = tmp_path / "bn_scale.py"
+    path.write_text(_BN_PROBLEM.format(flag=flag))
+    problem = load_problem(path)
+    ref = evaluate(problem, _reference_candidate(problem), cpu_config, archive)
+    assert ref.status is Status.CORRECT, ref.reason
+    stats = evaluate(problem, Candidate.from_source(_RUNNING_STATS, backend="torch", name="running"), cpu_config,
+                     archive)
+    assert (stats.status is Status.CORRECT) is running_stats_pass, (stats.status, stats.reason)
+    if not running_stats_pass:
+        assert stats.status is Status.INCORRECT

@@ -209,8 +209,11 @@ def test_difference_says_why(tp):
     vacuous = {"verdict": "incorrect", "reason": "the elementwise tolerance is vacuous here (an all-zeros ...)"}
     assert "normalised error" in tp.difference("wrong", {"verdict": "correct"}, vacuous)
     loose = tp.difference("custom", {"verdict": "incorrect", "reason": "Output mismatch"},
-                          {"verdict": "correct", "max_abs_error": 3e-4})
-    assert "atol = rtol = 0.0001" in loose
+                          {"verdict": "correct", "max_abs_error": 3e-4, "atol": 0.01, "rtol": 0.01})
+    assert "atol = rtol = 0.0001" in loose and "atol 0.01, rtol 0.01" in loose
+    same_tol = tp.difference("custom", {"verdict": "incorrect", "reason": "Output mismatch"},
+                             {"verdict": "correct", "reason": "9 checks passed", "atol": 1e-4, "rtol": 1e-4})
+    assert "tolerance is" not in same_tol and "9 checks passed" in same_tol  # not blamed on a tolerance
     assert tp.difference("custom", {"verdict": "correct"}, {"verdict": "correct"}) == ""
     assert "KernelBench gave no verdict" in tp.difference("custom", {"verdict": "not_run"}, {"verdict": "correct"})
 

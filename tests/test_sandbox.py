@@ -246,3 +246,47 @@ def test_phase_seconds_adds_up_each_phase_between_start_and_end():
     got = phase_seconds(log, start=1.0, end=8.0)  # "start" before run() began does not count
     assert got == {"start": 2.0, "build": 1.0, "run": 3.5, "timing": 0.5}
     assert sum(got.values()) == 7.0
+
+
+def test_a_slow_phase_listener_loses_no_message(tmp_path):
+    """Listeners hear phases on a thread of their own: one that takes longer than the worker
+    has left (an executor pausing builds when a lane starts timing) once held up the channel's
+    reader, and the worker's last messages were still unread when it ended. Here the module
+    announces two phases and the build worker reports ``done`` while the listener still waits."""
+    import time
+
+    from kernelsearch.evaluator.sandbox.process import Worker
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "phases.py").write_text(
+        "import os, sys, time\n"
+        "import torch.nn as nn\n"
+        "fd = int(sys.argv[1])\n"
+        "os.write(fd, b'{\"event\": \"phase\", \"phase\": \"timing\"}\\n')\n"
+        "os.write(fd, b'{\"event\": \"phase\", \"phase\": \"run\"}\\n')\n"
+        "time.sleep(3)\n"
+        "class ModelNew(nn.Module):\n    pass\n")
+    heard: list[str] = []
+    release = threading.Event()
+
+    def listener(phase: str) -> None:
+        heard.append(phase)
+        if phase == "timing":
+            release.wait(30)  # far longer than the reader's old wait (5 s) after the worker ended
+
+    w = Worker({"candidate_path": str(work / "phases.py")}, work, output_bytes=1 << 20, file_bytes=1 << 30)
+    w.on_phase = listener
+    t0 = time.monotonic()
+    out = w.run({"role": "build", "device": "cpu", "candidate_path": str(work / "phases.py")},
+                timeouts={"default": 60}, memory_bytes=4 << 30)
+    took = time.monotonic() - t0
+    release.set()
+    assert out.first("done") is not None, (out.messages, out.notes, out.output[-1000:])
+    assert out.phase == "run" and out.returncode == 0
+    assert took < 20, took  # the run did not wait for the listener
+    assert any("busy over" in n and "'timing'" in n and "wait" in n for n in out.notes), out.notes
+    deadline = time.monotonic() + 10
+    while "" not in heard and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert heard == ["build", "timing", "run", ""]  # every phase, in order, the end last

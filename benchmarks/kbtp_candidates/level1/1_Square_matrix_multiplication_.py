@@ -1,7 +1,8 @@
 """kbtp: kind=wrong expect=incorrect
 A square fp32 SGEMM in CUDA with a deliberate bug: the K loop stops one 8-wide step early
 (`kt + 1 < nk`), so every entry misses its last 8 products (about 2 of ~1024 at N = 4096 with
-inputs in [0, 1), far outside any tolerance). Otherwise the same kernel as the correct 3D one.
+inputs in [0, 1): 0.2 %, outside KernelBench v0.2's fp32 tolerance of 1e-4, inside a relative
+1e-2). Otherwise the same kernel as the correct 3D one.
 
 C = A @ B with A (rows x K) and B (K x cols) both row-major. A block of 256 threads owns a
 128 x 128 tile of C and walks K in steps of 8: each thread loads one float4 of the A tile

@@ -112,6 +112,12 @@ class Prepared:
             if w is not None:
                 w.on_phase = listener()
 
+    def pin(self, cpus: list[int]) -> None:
+        """Both workers onto ``cpus`` before the job runs (an executor started them anywhere)."""
+        for w in (self.cand, self.judge):
+            if w is not None:
+                w.pin(cpus)
+
     def close(self) -> None:
         fds.close_all(self.handed)  # whatever the judge did not get: the memory is freed with it
         self.handed = []
@@ -359,7 +365,7 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
         cand = prep.cand.run(prep.cand_job, timeouts=lim.candidate_timeouts(), memory_bytes=lim.memory_bytes)
     prep.handed = prep.cand.take_handed()
     res.errors.extend(f"output handover: {m.get('note')}"[:500] for m in cand.events("handover"))
-    res.errors.extend(cand.handover_notes)
+    res.errors.extend(cand.notes)
     res.output_excerpt = cand.output[-4000:]
     res.isolation = cand.isolation
     res.phase_s = {"prepare": prep.seconds, **_phases("candidate", cand)}
@@ -416,6 +422,7 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
                                     "baselines": True if cached is None else "eager", "handover_limit": passed},
                        config)
     res.phase_s.update(_phases("judge", judge))
+    res.errors.extend(judge.notes)
     if judge.first("done") is None:
         err = judge.first("error") or {}
         why = err.get("message") or judge.killed or f"exit code {judge.returncode}"

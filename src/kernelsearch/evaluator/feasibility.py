@@ -15,8 +15,8 @@ What each worker holds at its peak (the two run one after the other, never at on
   the after-the-call fingerprint check, and the forward's working memory (its own output
   included); in later trials 2 x inputs and 2 kept outputs plus the forward. The timed loop
   holds fewer (fresh inputs, one kept output, the 2 spot outputs).
-- judge: parameters, one set of inputs, the candidate's output read back, and the
-  reference's forward (its output included).
+- judge: parameters, one set of inputs, the candidate's output read back, the reference's
+  forward (its output included) and the comparison's float64 temporaries of one slice.
 
 The forward's working memory is the peak of the tensors one forward has alive at once, traced
 on meta; where that trace is missing, the outputs stand for it. Both roles also need a CUDA
@@ -42,6 +42,7 @@ CUDA_RESERVE = 1 << 30  # per process: CUDA context, cuBLAS/cuDNN workspaces, al
 CPU_RESERVE = 512 << 20  # per process: the interpreter, torch's libraries
 HANDOVER_MARGIN = 2 << 30  # GPU memory left free beside outputs handed over in device memory
 FILE_SLACK = 64 << 20  # an output file's header and alignment, beyond its tensors' bytes
+COMPARE_SLICE = 1 << 26  # elements the judge compares at once (judge/compare.py, CHUNK)
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,9 @@ class MemoryNeed:
 
     @property
     def judge(self) -> int:
-        return self.params + self.inputs + self.outputs + self.forward
+        # the comparison's float64 temporaries, one slice at a time (judge/compare.py)
+        compare = 5 * 8 * min(self.outputs // 4, COMPARE_SLICE)
+        return self.params + self.inputs + self.outputs + self.forward + compare
 
     def breakdown(self) -> str:
         """The candidate worker's peak in its parts, for the reason."""

@@ -8,9 +8,10 @@
   cores of its own, which no compiler uses. Timing therefore never shares a GPU. On the CPU
   device there is one lane by default, pinned to its own cores (``cpu_threads`` of them), as
   timing must not share cores either.
-- On a GPU, a lane prepares its next job while the current one runs (``evaluate.prepare``:
-  its two workers start and import torch, no candidate code runs), so interpreter and torch
-  start-up leave the critical path. A lane with nothing to run prepares the oldest job whose
+- On a GPU, a lane keeps its next ``AHEAD`` jobs prepared while the current one runs
+  (``evaluate.prepare``: their two workers start and import torch, no candidate code runs),
+  so interpreter and torch start-up leave the critical path. They start on any core and are
+  moved onto the lane's own cores when their job runs. A lane with nothing to run prepares the oldest job whose
   build is still running (its claim): when that build is done the lane runs it at once, and a
   failed build or another lane taking the job closes the prepared workers.
 - While any lane times (its worker's "timing" phase), every build is paused
@@ -34,9 +35,10 @@ thread its own SQLite connection); the coordinating thread reads them through ``
 from __future__ import annotations
 
 import threading
-from collections import Counter
-from collections.abc import Sequence
+from collections import Counter, deque
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kernelsearch.archive.db import Archive
@@ -58,7 +60,11 @@ from kernelsearch.executors.common import failed_build_result, pin_thread, usabl
 from kernelsearch.executors.quiet import QuietTiming
 from kernelsearch.problems.loader import Problem
 
-GPU_LANE_CORES = 3  # a GPU lane's own cores: its launching process, the next job's workers starting
+GPU_LANE_CORES = 3  # a GPU lane's own cores: its launching process and its judge
+# jobs a GPU lane keeps prepared ahead: a worker's start (interpreter, torch, the harness's
+# modules) took 7-10 s on an H100 machine next to builds, an evaluation of a KernelBench
+# problem 2-4 s, so with one job ahead the lane waited for start-ups most of the time
+AHEAD = 3
 
 
 @dataclass
@@ -127,6 +133,7 @@ class LocalExecutor(Executor):
         self.lanes: list[Lane] = []
         self._pool: ThreadPoolExecutor | None = None
         self._build_cpus: list[int] = []
+        self._cpus: list[int] = []  # every core this process may use
         self._builds: dict[str, Future] = {}  # candidate id -> its build (shared by jobs of one candidate)
         self._active_builds = 0
         self._cv = threading.Condition()
@@ -151,7 +158,7 @@ class LocalExecutor(Executor):
     # -- set-up ---------------------------------------------------------------------------
     def _setup(self, config: EvalConfig) -> None:
         self._device = config.device
-        cpus = usable_cpus()
+        self._cpus = cpus = usable_cpus()
         if config.device == "cuda":
             gpus = self._gpus if self._gpus is not None else visible_gpus()
             if not gpus:
@@ -335,13 +342,13 @@ class LocalExecutor(Executor):
             self._cv.notify_all()
 
     def _lane_main(self, lane: Lane) -> None:
-        ahead: tuple[Job, Prepared | None] | None = None  # the next job, prepared while this one runs
+        ahead: deque[tuple[Job, Prepared | None]] = deque()  # the next jobs, prepared while this one runs
         claim: tuple[Job, Prepared | None] | None = None  # a job prepared while its build runs
         try:
             pin_thread(lane.cpus)
             while True:
-                if ahead is not None and not self._stopping:
-                    (job, prep), ahead = ahead, None
+                if ahead and not self._stopping:
+                    job, prep = ahead.popleft()
                 else:
                     item, claim = self._next(lane, claim, block=True)
                     if item is None:
@@ -351,10 +358,11 @@ class LocalExecutor(Executor):
                         continue
                     job, prep = item
                 lane.current = job
-                if self._prefetch:
+                while self._prefetch and len(ahead) < AHEAD:
                     nxt, claim = self._next(lane, claim, block=False)
-                    if isinstance(nxt, tuple):
-                        ahead = nxt if nxt[1] is not None else (nxt[0], self._prepare_quietly(lane, nxt[0]))
+                    if not isinstance(nxt, tuple):
+                        break
+                    ahead.append(nxt if nxt[1] is not None else (nxt[0], self._prepare_quietly(lane, nxt[0])))
                 fin = self._evaluate_on(lane, job, prep)
                 lane.current = None
                 self._release(job)
@@ -367,9 +375,8 @@ class LocalExecutor(Executor):
                 self._release(job)
                 res = crashed_result(job, f"evaluation lane {lane.label} died: {type(e).__name__}: {e}", lane.gpu)
                 self._done.put(Finished(job, res, self._safe_record(job, res)))
-            if ahead is not None:  # back to the queue: the lane that replaces this one takes it
-                nxt, prep = ahead
-                ahead = None
+            while ahead:  # back to the queue: the lane that replaces this one takes them
+                nxt, prep = ahead.popleft()
                 if prep is not None:
                     prep.close()
                 self._release_key(self._bkeys.get(nxt.seq))
@@ -383,10 +390,10 @@ class LocalExecutor(Executor):
             elif not self._stopping:
                 self._spawn(lane)
         finally:
-            if ahead is not None:  # stopping: the prepared workers die, the job stays undone
-                if ahead[1] is not None:
-                    ahead[1].close()
-                self._release(ahead[0])
+            for nxt, prep in ahead:  # stopping: the prepared workers die, the jobs stay undone
+                if prep is not None:
+                    prep.close()
+                self._release(nxt)
             self._drop(claim)  # its job runs when built, on whichever lane takes it
 
     def _next(self, lane: Lane, claim: tuple[Job, Prepared | None] | None, block: bool
@@ -425,10 +432,23 @@ class LocalExecutor(Executor):
     def _lane_config(self, lane: Lane, job: Job) -> EvalConfig:
         return job.config if lane.gpu is None else job.config.with_(gpu=lane.gpu)
 
+    @contextmanager
+    def _unpinned(self, lane: Lane) -> Iterator[None]:
+        """The lane thread on every usable core for a while (the processes it starts inherit that)."""
+        if not lane.cpus:
+            yield
+            return
+        pin_thread(self._cpus)
+        try:
+            yield
+        finally:
+            pin_thread(lane.cpus)
+
     def _prepare_quietly(self, lane: Lane, job: Job) -> Prepared | None:
         """Prepare a job ahead; None if that fails (its evaluation then prepares it and says why)."""
         try:
-            return prepare(job.problem, job.candidate, self._lane_config(lane, job))
+            with self._unpinned(lane):  # the workers import torch on any core, not the lane's
+                return prepare(job.problem, job.candidate, self._lane_config(lane, job))
         except Exception:  # noqa: BLE001
             return None
 
@@ -455,6 +475,7 @@ class LocalExecutor(Executor):
             if self._quiet is not None:  # the real evaluator: its workers tell when they time
                 prep = prep or prepare(job.problem, job.candidate, cfg)
                 prep.listen(self._quiet.listener)
+                prep.pin(lane.cpus)
                 res = finish(prep, self.archive)
             else:
                 res = self.evaluate_fn(job.problem, job.candidate, cfg, self.archive)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from kernelsearch.evaluator.sandbox.process import Worker
+from kernelsearch.evaluator.sandbox.process import Worker, pause_all, resume_all
 
 
 class QuietTiming:
@@ -62,11 +62,9 @@ class QuietTiming:
                 if self._timing and not was:
                     self.pauses += 1
                     self._since = time.monotonic()
-                    for w in self._builds:
-                        w.pause()
+                    pause_all(self._builds)
                 elif was and not self._timing:
                     self.paused_s += time.monotonic() - self._since
-                    for w in self._builds:
-                        w.resume()
+                    resume_all(self._builds)
 
         return on_phase

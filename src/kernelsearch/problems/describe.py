@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernelsearch.problems.loader import Problem, load_module
+from kernelsearch.problems.loader import Problem, load_module, set_mode
 
 
 @dataclass
@@ -104,7 +104,7 @@ def describe(problem: Problem, device: str = "cuda") -> ProblemDescription:
         with torch.device("meta"):
             model = module.Model(*module.get_init_inputs())
             inputs = module.get_inputs()
-        model.eval()
+        set_mode(model, module)
         desc.inputs = [_info(x) if isinstance(x, torch.Tensor) else repr(x) for x in inputs]
         desc.param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         desc.param_bytes += sum(b.numel() * b.element_size() for b in model.buffers())

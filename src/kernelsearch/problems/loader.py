@@ -178,6 +178,17 @@ def load_module(path: Path, device: str | None = None, name: str | None = None) 
     return module
 
 
+def in_eval_mode(module) -> bool:
+    """A problem runs its modules as constructed (training mode, PyTorch's default and what
+    KernelBench runs: batch norms use the batch's statistics) unless it sets ``EVAL_MODE =
+    True``; then Model and ModelNew are switched to ``.eval()`` (running statistics, no dropout)."""
+    return getattr(module, "EVAL_MODE", False) is True
+
+
+def set_mode(model, module):
+    return model.eval() if in_eval_mode(module) else model
+
+
 def load_problem(path: str | Path) -> Problem:
     """Load and validate one problem file (or a bundled problem by name)."""
     p = _find(path)

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +39,8 @@ ENV_ALLOW = (
     "VIRTUAL_ENV", "CONDA_PREFIX",
 )
 _KEEP = 32 << 10  # bytes of printed output kept at the head and at the tail
+_SLOW_LISTENER_S = 2.0  # a phase listener busy this long gets its stack in the notes
+_CHANNEL_DRAIN_S = 30.0  # after the worker is gone its channel reaches EOF; reading it is quick
 _MAX_MESSAGE = 1 << 20
 
 
@@ -54,7 +58,9 @@ class WorkerOutcome:
     # ("start": what was left of the interpreter's start-up): where an evaluation's time went
     phase_s: dict[str, float] = field(default_factory=dict)
     isolation: str = ""  # "bwrap" or "none", then "+cgroup" or "+watchdog" (how tasks are capped)
-    handover_notes: list[str] = field(default_factory=list)  # messages refused on the handover socket
+    # what the harness noticed: handover messages refused, a phase listener that was slow, a
+    # result channel that could not be read to its end
+    notes: list[str] = field(default_factory=list)
 
     def events(self, name: str) -> list[dict]:
         return [m for m in self.messages if m.get("event") == name]
@@ -115,6 +121,19 @@ def run_worker(
     w = Worker(job, workdir, output_bytes=output_bytes, file_bytes=file_bytes, env_extra=env_extra,
                wrapper=wrapper, sandbox=sandbox, max_tasks=max_tasks, total_s=total_s)
     return w.run(job, timeouts, memory_bytes)
+
+
+def pause_all(workers: Iterable[Worker]) -> None:
+    """``Worker.pause`` for many workers at once (one scan of the process table per round)."""
+    isolation.stop_groups(_live_groups(workers))
+
+
+def resume_all(workers: Iterable[Worker]) -> None:
+    isolation.cont_groups(_live_groups(workers))
+
+
+def _live_groups(workers: Iterable[Worker]) -> list[tuple[int, isolation.PidsCgroup | None]]:
+    return [(w.proc.pid, w.cgroup) for w in workers if w.proc is not None and w.proc.poll() is None]
 
 
 def phase_seconds(log: list[tuple[str, float]], start: float, end: float) -> dict[str, float]:
@@ -196,9 +215,15 @@ class Worker:
         self._state = {"phase": "start", "since": time.monotonic(), "killed": ""}
         self._phase_log: list[tuple[str, float]] = [("start", self._state["since"])]
         self._head, self._tail, self._printed = bytearray(), bytearray(), [0]
+        # listeners are told on a thread of their own: one that takes its time (pausing builds)
+        # must not hold up the channel's reader, or the messages after a phase change are still
+        # unread when the worker ends (and the result is lost)
+        self._phases: queue.SimpleQueue[tuple[Callable[[str], None] | None, str] | None] = queue.SimpleQueue()
+        self._listening: tuple[str, float] | None = None  # the phase a listener is being told, since
+        self._notifier = threading.Thread(target=self._notify, daemon=True)
         self._readers = [threading.Thread(target=self._read_output, daemon=True),
                          threading.Thread(target=self._read_channel, args=(read_fd,), daemon=True)]
-        for t in self._readers:
+        for t in (self._notifier, *self._readers):
             t.start()
 
     def _kill(self, why: str) -> None:
@@ -247,20 +272,48 @@ class Worker:
                     return
 
     def _tell(self, phase: str) -> None:
-        if self.on_phase is not None:
+        """Queue ``phase`` for the listener set now ("" says the worker has ended: the last)."""
+        if getattr(self, "_notifier", None) is None:
+            return
+        self._phases.put((self.on_phase, phase))
+        if phase == "":
+            self._phases.put(None)
+
+    def _notify(self) -> None:
+        while (item := self._phases.get()) is not None:
+            listener, phase = item
+            if listener is None:
+                continue
+            self._listening = (phase, time.monotonic())
             try:
-                self.on_phase(phase)
-            except Exception:  # noqa: BLE001 - a listener's failure must not stop the worker's reader
+                listener(phase)
+            except Exception:  # noqa: BLE001 - a listener's failure must not stop the worker
                 pass
+            finally:
+                self._listening = None
+
+    def _check_listener(self, noted: set[str]) -> None:
+        """Note once per phase where a listener has been busy too long, with what it is doing."""
+        busy = self._listening
+        if busy is None or time.monotonic() - busy[1] < _SLOW_LISTENER_S or busy[0] in noted:
+            return
+        noted.add(busy[0])
+        frame = sys._current_frames().get(self._notifier.ident or -1)
+        where = "".join(traceback.format_stack(frame)[-4:]) if frame is not None else "?"
+        self.out.notes.append(f"harness: the phase listener has been busy over {_SLOW_LISTENER_S:g} s on "
+                              f"{busy[0]!r}, at:\n{where}"[:1500])
 
     def pause(self) -> None:
         """Stop the worker and all it started (SIGSTOP); ``resume`` lets them go on."""
-        if self.proc is not None and self.proc.poll() is None:
-            isolation.stop_group(self.proc.pid, self.cgroup)
+        pause_all([self])
 
     def resume(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            isolation.cont_group(self.proc.pid, self.cgroup)
+        resume_all([self])
+
+    def pin(self, cpus: list[int]) -> None:
+        """Move the worker, every thread of it, onto ``cpus`` ([]: leave it where it is)."""
+        if cpus:
+            isolation.pin_groups(_live_groups([self]), cpus)
 
     def run(self, job: dict, timeouts: dict[str, float], memory_bytes: int) -> WorkerOutcome:
         """Hand the worker its job and watch it until it exits or is killed; once only.
@@ -288,8 +341,10 @@ class Worker:
             proc.stdin.close()
         except BrokenPipeError:
             pass
+        noted: set[str] = set()
         while proc.poll() is None:
             time.sleep(0.1)
+            self._check_listener(noted)
             with self._lock:
                 phase, since = state["phase"], state["since"]
             limit = timeouts.get(phase, timeouts["default"])
@@ -330,8 +385,12 @@ class Worker:
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
-        for t in self._readers:
-            t.join(timeout=5)
+        output, channel = self._readers
+        channel.join(timeout=_CHANNEL_DRAIN_S)
+        output.join(timeout=5)
+        if channel.is_alive():
+            self.out.notes.append(f"harness: the result channel was still being read {_CHANNEL_DRAIN_S:g} s after "
+                                  "the worker ended; messages after the last one read are missing")
         self._close_socket()
 
     def give(self, items: list[fds.Handed]) -> None:
@@ -352,7 +411,7 @@ class Worker:
         if self.sock is None:
             return
         self.handed, notes = fds.drain(self.sock, limit)
-        self.out.handover_notes.extend(notes)
+        self.out.notes.extend(notes)
         self.sock.close()
         self.sock = None
 

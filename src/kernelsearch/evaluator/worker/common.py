@@ -67,12 +67,16 @@ def _size_device(job: dict) -> str:
 
 
 def make_model(cls, module, seed: int, device: str):
+    """``cls`` built from the problem's init inputs under ``seed``, in the mode the problem runs
+    in (``in_eval_mode``); the forward runs under no_grad either way."""
     import torch
+
+    from kernelsearch.problems.loader import set_mode
 
     _seeded(seed)
     with torch.device(device):
         model = cls(*module.get_init_inputs())
-    return model.to(device).eval()
+    return set_mode(model.to(device), module)
 
 
 def _device_name(device: str) -> str:
