@@ -4,7 +4,10 @@ Reads KernelBench's timing files (``results/timing/<hardware>/baseline_time_torc
 ``..._torch_compile_inductor_default.json``: level -> problem file -> {mean, std, min, max,
 num_trials, hardware, device}, milliseconds) and the summary the sweep wrote
 (``benchmarks/kernelbench_sweep.py``: per problem the judge's eager median of that evaluation
-and the cached torch.compile median), and prints one table per level: theirs, ours, the ratio
+and the cached torch.compile median) or, with ``--times``, the eager and torch.compile medians
+``benchmarks/kernelbench_times.py`` took by the same protocol (the sweep's verdicts still
+annotate the rows, and its eager figures are compared with these as a check), and prints one
+table per level: theirs, ours, the ratio
 ours/theirs, a flag where they differ by more than ``--threshold``, and a note with a known
 cause where one is found. No GPU needed: it runs from saved JSON.
 
@@ -15,7 +18,8 @@ correct, a different GPU, and notes of your own (``--notes FILE``: {"level1/x.py
 Differences of method apply to every row and are printed once under the tables.
 
     python benchmarks/kernelbench_baselines.py --kernelbench .ext/kernelbench \\
-        --ours .ext/kb-sweep/sweep-cuda.json --git /path/to/KernelBench/.git
+        --ours .ext/kb-sweep/sweep-cuda.json --times .ext/kb-times/times-cuda.jsonl \\
+        --git /path/to/KernelBench/.git
 """
 
 from __future__ import annotations
@@ -95,6 +99,23 @@ def load_ours(path: Path) -> dict[str, dict]:
     return {r["key"]: r for r in rows if isinstance(r, dict) and "key" in r}
 
 
+def with_times(ours: dict[str, dict], times: dict[str, dict]) -> tuple[dict[str, dict], list[float]]:
+    """The sweep's rows with eager and torch.compile times taken from ``times`` (rows of
+    kernelbench_times.py); also the ratios times/sweep of the eager medians both have."""
+    merged = {k: dict(v) for k, v in ours.items()}
+    agree = []
+    for key, t in times.items():
+        row = merged.setdefault(key, {"key": key})
+        sweep_eager = row.get("eager_ms")
+        if t.get("eager_ms") and sweep_eager:
+            agree.append(t["eager_ms"] / sweep_eager)
+        row.update(eager_ms=t.get("eager_ms"), compile_ms=t.get("compile_ms"),
+                   compile_error=t.get("compile_error") or t.get("error", ""))
+        if t.get("device_name"):
+            row["device_name"] = t["device_name"]
+    return merged, agree
+
+
 def changed_after(git_dir: Path, timing_dir: str) -> dict[str, str]:
     """Problem files (by key) whose last commit is newer than the timing files' last commit:
     their figure may be of an earlier version of the problem."""
@@ -134,7 +155,7 @@ def compare(theirs_eager: dict[str, dict], theirs_compile: dict[str, dict], ours
         elif mine.get("status") != "correct":
             why.append(f"ours {mine.get('status')}: {str(mine.get('reason', ''))[:120]}")
         if mine.get("compile_error"):
-            why.append("our torch.compile failed")
+            why.append(f"our torch.compile failed: {str(mine['compile_error'])[:100]}")
         if not te and not tc:
             why.append("not in their table")
         hw = te.get("hardware") or tc.get("hardware")
@@ -198,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernelbench", required=True, help="a KernelBench checkout (for results/timing)")
     ap.add_argument("--timing", default=TIMING, help=f"their timing folder inside the checkout (default {TIMING})")
     ap.add_argument("--ours", required=True, help="the sweep's sweep-cuda.json (or results-cuda.jsonl)")
+    ap.add_argument("--times", default="", help="kernelbench_times.py's times-cuda.jsonl: eager and compile from it")
     ap.add_argument("--git", default="", help="a KernelBench git directory, to see files changed after their timing")
     ap.add_argument("--notes", default="", help="JSON {key: note} of known causes to add")
     ap.add_argument("--levels", default="1,2,3")
@@ -210,7 +232,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no KernelBench timing files under {timing}", file=sys.stderr)
         return 2
     levels = {int(x) for x in args.levels.split(",") if x.strip()}
-    ours = {k: v for k, v in load_ours(Path(args.ours)).items() if _level(k) in levels}
+    ours = load_ours(Path(args.ours))
+    agree: list[float] = []
+    if args.times:
+        ours, agree = with_times(ours, load_ours(Path(args.times)))
+    ours = {k: v for k, v in ours.items() if _level(k) in levels}
     theirs_e = {k: v for k, v in theirs_e.items() if _level(k) in levels}
     theirs_c = {k: v for k, v in theirs_c.items() if _level(k) in levels}
     rows = compare(theirs_e, theirs_c, ours, args.threshold, json.loads(Path(args.notes).read_text()) if args.notes else None)
@@ -220,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     for t in tables(rows, args.threshold):
         console.print(t)
     console.print(METHOD_NOTE)
+    if agree:
+        off = sum(1 for r in agree if abs(r - 1) > args.threshold)
+        console.print(f"Eager medians of --times against the sweep's judge, {len(agree)} problems: geometric mean "
+                      f"{_f(geomean(agree), 3)}, {off} differ by more than {args.threshold:.0%}.")
     if args.json:
         Path(args.json).write_text(json.dumps([r.to_dict() for r in rows], indent=1))
     return 0

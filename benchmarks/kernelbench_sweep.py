@@ -125,12 +125,14 @@ def _ms(x: float | None) -> float | None:
     return round(x, 4) if isinstance(x, (int, float)) else None
 
 
-def judged_row(item: Item, problem: Problem, res: EvalResult, lint_lines: list[str], config: EvalConfig) -> dict:
+def judged_row(item: Item, problem: Problem, res: EvalResult, lint_lines: list[str] | None, config: EvalConfig) -> dict:
+    """``lint_lines`` None: not linted yet (a later call without --no-lint lints it)."""
     desc = describe_cached(problem, config.device)
     return {
         "key": item.key, "level": item.level, "file": item.path.name, "name": problem.name,
         "problem_id": problem.id, "candidate_id": res.candidate_id, "device": config.device, "state": "judged",
-        "status": res.status.value, "reason": res.reason, "flags": res.flags, "lint": lint_lines,
+        "status": res.status.value, "reason": res.reason, "flags": res.flags, "lint": lint_lines or [],
+        "linted": lint_lines is not None,
         "eval_s": round(res.eval_s or 0.0, 2), "phase_s": res.phase_s, "candidate_ms": _ms(res.candidate_ms), "eager_ms": _ms(res.eager_ms),
         "compile_ms": _ms(res.compile_ms), "compile_error": res.compile_error[:300],
         "eager": res.eager_timing.to_dict() if res.eager_timing else None,
@@ -211,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
     home = Path(args.home) if args.home else default_home()
     config = EvalConfig(device=args.device, trials=args.trials, compile_baseline=not args.no_compile, home=home)
     todo: list[tuple[Item, Problem]] = []
+    loaded: list[tuple[Item, Problem]] = []
     for item in items:
         problem, error, hint = load(item)
         if problem is None:
@@ -218,22 +221,29 @@ def run(args: argparse.Namespace) -> int:
             if sweep.rows.get(item.key) != row:
                 sweep.add(row)
             print(f"{item.key}: failed to load: {error}" + (f" (hint: {hint})" if hint else ""), file=sys.stderr)
-        elif not sweep.done(item, problem, args.device):
+            continue
+        loaded.append((item, problem))
+        if not sweep.done(item, problem, args.device):
             todo.append((item, problem))
     print(f"{len(items)} problem file(s) in this part, {len(todo)} to evaluate on {args.device}", file=sys.stderr)
     lints: dict[str, list[str]] = {}
-    if not args.no_lint:
-        for n in range(0, len(todo), args.lint_batch):
+    if not args.no_lint:  # problems judged in a call without the lint are linted now
+        unlinted = [(it, p) for it, p in loaded if not sweep.rows.get(it.key, {}).get("linted")]
+        for n in range(0, len(unlinted), args.lint_batch):
             if args.budget_s and time.monotonic() - t0 > args.budget_s:
                 break  # unlinted problems still get their verdicts; a later call lints them (cached)
-            batch = [p for _, p in todo[n:n + args.lint_batch]]
+            batch = [p for _, p in unlinted[n:n + args.lint_batch]]
             try:
                 lints.update(lint_lines(batch, args.device, home))
             except Exception as e:  # noqa: BLE001 - the lint advises; the evaluations still run
                 lints.update({p.id: [f"lint failed: {type(e).__name__}: {e}"[:300]] for p in batch})
+        for it, p in unlinted:
+            row = sweep.rows.get(it.key)
+            if p.id in lints and sweep.done(it, p, args.device) and row is not None:
+                sweep.add({**row, "lint": lints[p.id], "linted": True})
 
     def record(item: Item, problem: Problem, res: EvalResult) -> None:
-        sweep.add(judged_row(item, problem, res, lints.get(problem.id, []), config))
+        sweep.add(judged_row(item, problem, res, lints.get(problem.id), config))
         print(f"{item.key}: {res.status.value} ({res.eval_s or 0:.0f} s): {res.reason}", file=sys.stderr, flush=True)
 
     queued: dict[str, tuple[Item, Problem]] = {}

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
+import subprocess
 import sys
 import time
 
@@ -71,8 +73,15 @@ def test_memory_need_adds_the_evaluators_copies():
     desc = ProblemDescription("p", "cuda", inputs=[TensorInfo([10], "float32", 1000), 3],
                               outputs=[TensorInfo([5], "float32", 400)], param_bytes=50, forward_peak_bytes=900)
     need = memory_need(desc, EvalConfig(device="cuda"))
-    assert need == MemoryNeed(inputs=1000, outputs=400, params=50, forward=900, handover=400 * (5 + 2 + 2))
+    assert need == MemoryNeed(inputs=1000, outputs=400, params=50, forward=900, handover=400 * (5 + 2 + 2),
+                              order_check=True)
     assert need.candidate == 50 + 3 * 1000 + 400 + 900  # trial 0: inputs, clones, determinism copy
+    assert "x3 (the inputs, clones" in need.breakdown()
+    # an output 8 times its input (a conv): the stream-order check's snapshot beside 2 kept outputs
+    wide = MemoryNeed(inputs=100, outputs=800, params=0, forward=800, handover=0, order_check=True)
+    assert wide.candidate == 100 + 3 * 800 + 800
+    assert "outputs 0 MB x3" in wide.breakdown() and "snapshot" in wide.breakdown()
+    assert MemoryNeed(100, 800, 0, 800, 0).candidate == 2 * 100 + 2 * 800 + 800  # no such check on the CPU
     assert need.judge == 50 + 1000 + 400 + 900 + 5 * 8 * (400 // 4)  # + the comparison's float64 slices
 
 
@@ -129,12 +138,13 @@ def test_sweep_judges_each_problem_and_resumes(tmp_path, no_einops):
         with Archive(out / "archive.sqlite") as a:
             return a.count("evaluations")
 
-    assert sweep.main(base + ["--part", "2/2"]) == 0  # files 2 and 4
+    assert sweep.main(base + ["--part", "2/2", "--no-lint"]) == 0  # files 2 and 4, not linted
     rows = json.loads((out / "sweep-cpu.json").read_text())["rows"]
     assert [r["key"] for r in rows] == ["level1/2_Tiny_linear_tanh.py", "level1/4_Huge_shift.py"]
+    assert not any(r["linted"] for r in rows)
     assert evaluations() == 2
 
-    assert sweep.main(base) == 0  # the rest: 1 evaluated, 3 fails to load, 2 and 4 skipped
+    assert sweep.main(base) == 0  # the rest: 1 evaluated, 3 fails to load, 2 and 4 skipped but linted now
     assert evaluations() == 3
     rows = {r["key"]: r for r in json.loads((out / "sweep-cpu.json").read_text())["rows"]}
     tiny = rows["level1/1_Tiny_scale_add.py"]
@@ -145,7 +155,8 @@ def test_sweep_judges_each_problem_and_resumes(tmp_path, no_einops):
     assert "kernelsearch[kernelbench]" in rows["level1/3_Needs_einops.py"]["hint"]
     huge = rows["level1/4_Huge_shift.py"]
     assert huge["status"] == "crashed" and huge["reason"].startswith("does not fit in memory")
-    assert any(line.startswith("run-error: does not fit") for line in huge["lint"])
+    assert huge["linted"] and any(line.startswith("run-error: does not fit") for line in huge["lint"])
+    assert all(r["linted"] for r in rows.values() if r["status"] != "load_failed")
 
     lines = (out / "results-cpu.jsonl").read_text().splitlines()
     assert sweep.main(base) == 0  # all judged: nothing evaluated, nothing appended
@@ -200,6 +211,62 @@ def test_baselines_table_from_saved_json(tmp_path, capsys):
     saved = {r["key"]: r for r in json.loads(out.read_text())}
     assert saved["level1/1_A.py"]["flag"] is True
     assert "level 1" in capsys.readouterr().out
+
+
+def test_times_compile_in_parallel_then_time_each_problem_and_resume(tmp_path):
+    """kernelbench_times.py on the CPU: real warm-up and timing processes, the judge's caches."""
+    times = _script("kernelbench_times")
+    out, home = tmp_path / "out", tmp_path / "home"
+    args = ["--kernelbench", str(KB), "--levels", "1", "--device", "cpu", "--only", "1_Tiny,2_Tiny,3_Needs",
+            "--out", str(out), "--home", str(home), "--parallel", "2", "--chunk", "1"]
+    # the loader runs in this process, the timing in fresh ones: hide einops from both
+    blocker = tmp_path / "no_einops"
+    (blocker / "einops").mkdir(parents=True)
+    (blocker / "einops" / "__init__.py").write_text("raise ImportError('einops hidden for this test')\n")
+    env = {"PYTHONPATH": f"{blocker}:{ROOT / 'src'}"}
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernelbench_times.py"), *args],
+                         env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = times.read_done(out / "times-cpu.jsonl")
+    assert set(rows) == {"level1/1_Tiny_scale_add.py", "level1/2_Tiny_linear_tanh.py", "level1/3_Needs_einops.py"}
+    assert "failed to load" in rows["level1/3_Needs_einops.py"]["error"]
+    for key in ("level1/1_Tiny_scale_add.py", "level1/2_Tiny_linear_tanh.py"):
+        r = rows[key]
+        assert r["eager_ms"] > 0 and r["compile_ms"] > 0 and not r["warm_error"], r
+        assert r["eager"]["n"] >= 10
+    assert any((home / "judge-cache" / "inductor").iterdir())  # the warm-up filled the judge's cache
+    lines = (out / "times-cpu.jsonl").read_text()
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernelbench_times.py"), *args],
+                         env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0 and json.loads(res.stdout)["timed_now"] == 0
+    assert (out / "times-cpu.jsonl").read_text() == lines  # nothing timed twice
+
+    base = _script("kernelbench_baselines")
+    sweep = {"level1/1_Tiny_scale_add.py": {"key": "level1/1_Tiny_scale_add.py", "status": "correct",
+                                             "eager_ms": rows["level1/1_Tiny_scale_add.py"]["eager_ms"] * 2}}
+    merged, agree = base.with_times(sweep, rows)
+    assert merged["level1/1_Tiny_scale_add.py"]["compile_ms"] == rows["level1/1_Tiny_scale_add.py"]["compile_ms"]
+    assert merged["level1/1_Tiny_scale_add.py"]["status"] == "correct"  # the sweep's verdict stays
+    assert agree == [pytest.approx(0.5)]
+    assert "failed to load" in merged["level1/3_Needs_einops.py"]["compile_error"]
+
+
+@pytest.mark.gpu
+def test_times_on_the_gpu_with_the_judges_shim_and_caches(tmp_path):
+    """kernelbench_times.py on CUDA: both baselines timed, the stream shim loaded, warm caches."""
+    times = _script("kernelbench_times")
+    out = tmp_path / "out"
+    args = ["--kernelbench", str(KB), "--levels", "1", "--only", "1_Tiny,2_Tiny", "--out", str(out),
+            "--home", str(tmp_path / "home")]
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernelbench_times.py"), *args],
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "no stream shim" not in res.stderr
+    rows = times.read_done(out / "times-cuda.jsonl")
+    assert len(rows) == 2
+    for r in rows.values():
+        assert r["eager_ms"] > 0 and r["compile_ms"] > 0 and not r["warm_error"], r
+    assert any((tmp_path / "home" / "judge-cache" / "inductor").iterdir())  # the warm-up filled the judge's cache
 
 
 _BN_PROBLEM = '''

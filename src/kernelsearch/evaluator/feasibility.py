@@ -13,8 +13,10 @@ What each worker holds at its peak (the two run one after the other, never at on
 - candidate worker: parameters; in correctness trial 0 the inputs, their clones for the
   mutation check and the determinism run's fresh copy (3 x inputs), trial 0's output kept for
   the after-the-call fingerprint check, and the forward's working memory (its own output
-  included); in later trials 2 x inputs and 2 kept outputs plus the forward. The timed loop
-  holds fewer (fresh inputs, one kept output, the 2 spot outputs).
+  included); in later trials 2 x inputs and 2 kept outputs plus the forward; on CUDA, in the
+  stream-order check, fresh inputs, the 2 kept outputs, the forward and its output's snapshot
+  (a conv whose 8.6 GB output is 8 times its input ran out of GPU memory there when this was
+  left out, and when the check kept one call's snapshot during the next call). The timed loop holds fewer (fresh inputs, one kept output, the 2 spot outputs).
 - judge: parameters, one set of inputs, the candidate's output read back, the reference's
   forward (its output included) and the comparison's float64 temporaries of one slice.
 
@@ -54,12 +56,19 @@ class MemoryNeed:
     params: int
     forward: int  # the forward's working memory, its output included
     handover: int  # output files written for the judge
+    order_check: bool = False  # the stream-order check runs (CUDA)
 
     @property
     def candidate(self) -> int:
-        trial0 = 3 * self.inputs + self.outputs + self.forward
-        later = 2 * self.inputs + 2 * self.outputs + self.forward
-        return self.params + max(trial0, later)
+        return self.params + max(n for _, n in self._phases())
+
+    def _phases(self) -> list[tuple[str, int]]:
+        """The candidate worker's phases and what each holds besides the parameters."""
+        phases = [("trial0", 3 * self.inputs + self.outputs + self.forward),
+                  ("later", 2 * self.inputs + 2 * self.outputs + self.forward)]
+        if self.order_check:
+            phases.append(("order", self.inputs + 3 * self.outputs + self.forward))
+        return phases
 
     @property
     def judge(self) -> int:
@@ -69,10 +78,13 @@ class MemoryNeed:
 
     def breakdown(self) -> str:
         """The candidate worker's peak in its parts, for the reason."""
-        trial0 = 3 * self.inputs + self.outputs >= 2 * self.inputs + 2 * self.outputs
-        n_in, n_out = (3, 1) if trial0 else (2, 2)
-        return (f"inputs {_gb(self.inputs)} x{n_in} (the inputs, clones for the mutation check"
-                f"{', the determinism run' if n_in == 3 else ''}) + outputs {_gb(self.outputs)} x{n_out} kept + "
+        phase = max(self._phases(), key=lambda p: p[1])[0]
+        n_in, n_out, what = {
+            "trial0": (3, 1, "the inputs, clones for the mutation check, the determinism run"),
+            "later": (2, 2, "the inputs, clones for the mutation check"),
+            "order": (1, 3, "the inputs of the stream-order check; its output's snapshot among the outputs"),
+        }[phase]
+        return (f"inputs {_gb(self.inputs)} x{n_in} ({what}) + outputs {_gb(self.outputs)} x{n_out} kept + "
                 f"the forward's working memory {_gb(self.forward)} + parameters {_gb(self.params)}")
 
 
@@ -96,7 +108,7 @@ def memory_need(desc: ProblemDescription, config: EvalConfig) -> MemoryNeed | No
     outputs = sum(o.nbytes for o in desc.outputs)
     forward = max(desc.forward_peak_bytes or 0, outputs)
     handover = outputs * handover_files(config)
-    return MemoryNeed(inputs, outputs, desc.param_bytes, forward, handover)
+    return MemoryNeed(inputs, outputs, desc.param_bytes, forward, handover, order_check=config.device == "cuda")
 
 
 def output_file_limit(need: MemoryNeed | None, config: EvalConfig) -> int:
@@ -119,7 +131,9 @@ def device_handover_budget(need: MemoryNeed | None, config: EvalConfig) -> int:
     gpu = gpu_memory(config)
     if gpu is None:
         return 0
-    room = gpu[0] - CUDA_RESERVE - max(need.candidate, need.judge) - HANDOVER_MARGIN
+    # and one output's worth for the allocator's fragmentation: beside 40 GiB handed over, a
+    # worker with 8 GiB outputs held 7.9 GiB reserved but unusable and ran out of memory
+    room = gpu[0] - CUDA_RESERVE - max(need.candidate, need.judge) - HANDOVER_MARGIN - need.outputs
     # each output's allocation is rounded up to the driver's granularity (2 MiB on an H100)
     return max(0, min(room, need.handover + handover_files(config) * (2 << 20)))
 

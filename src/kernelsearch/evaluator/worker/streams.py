@@ -147,6 +147,7 @@ class StreamOrder:
             if k > 1:
                 gate_ms = min(2 * gate_ms, MAX_GATE_MS)
             own = self._own(pool)  # the process's own non-blocking streams, before the call
+            snap = None  # the last call's snapshot is not kept beside this call's output and snapshot
             out, snap, first, made = self._gated(forward, inputs(k), gate, side, gate_ms, caller, before)
             new += made
             after(out, "the stream-order call")
