@@ -77,11 +77,13 @@ def device_need(problem, device: str, home: Path) -> int:
     return need.params + need.inputs + 2 * need.forward + GIB
 
 
-def warm(jobs: list[dict], env: dict[str, str], parallel: int, room: int, deadline: float) -> dict[str, str]:
-    """Compile every job's problem once, as many at a time as fit; {key: why} for those that failed."""
-    waiting = sorted(jobs, key=lambda j: -j["need"])
+def warm(jobs: list[dict], env: dict[str, str], parallel: int, room: int, deadline: float) -> tuple[dict[str, str], set[str]]:
+    """Compile the jobs' problems once each, in order, as many at a time as fit, until the
+    deadline: ({key: why} for those that failed, the keys of those that finished)."""
+    waiting = list(jobs)
     running: list[tuple[subprocess.Popen, dict, IO[str], float]] = []
     failed: dict[str, str] = {}
+    finished: set[str] = set()
     while (waiting or running) and time.monotonic() < deadline:
         used = sum(j["need"] for _, j, _, _ in running)
         for j in list(waiting):
@@ -105,11 +107,13 @@ def warm(jobs: list[dict], env: dict[str, str], parallel: int, room: int, deadli
             if p.returncode != 0:
                 err.seek(0)
                 failed[j["key"]] = (err.read().strip().splitlines() or [f"exit {p.returncode}"])[-1][:300]
+            else:
+                finished.add(j["key"])
             err.close()
             running.remove(item)
     for p, _, _, _ in running:
         p.kill()
-    return failed
+    return failed, finished
 
 
 def time_all(jobs: list[dict], device: str, env: dict[str, str], out: Path, chunk: int, deadline: float) -> None:
@@ -214,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu-fraction", type=float, default=0.8,
                     help="of the GPU's memory (on the CPU: available memory) the warm-ups may hold")
     ap.add_argument("--chunk", type=int, default=25, help="problems timed by one process")
+    ap.add_argument("--warm-share", type=float, default=0.5, help="of --budget-s the warm-up may take")
     ap.add_argument("--budget-s", type=float, default=0.0, help="stop starting work after this long")
     ap.add_argument("--worker", choices=("warm", "time"), help=argparse.SUPPRESS)  # its job on stdin
     args = ap.parse_args(argv)
@@ -237,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     device = args.device
     out = out_dir / f"times-{device}.jsonl"
-    done = read_done(out)
+    # a file that failed to load is tried again (a module may have been installed since)
+    done = {k for k, r in read_done(out).items() if not str(r.get("error", "")).startswith("failed to load")}
     config = EvalConfig(device=device, home=home)
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
     only = [s for s in args.only.split(",") if s]
@@ -247,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         problem, error, _ = sweep.load(item)
         if problem is None:
-            append(out, {"key": item.key, "error": f"failed to load: {error}"})
+            if read_done(out).get(item.key, {}).get("error") != f"failed to load: {error}":
+                append(out, {"key": item.key, "error": f"failed to load: {error}"})
             continue
         init_seed, _, timing_seeds, _ = _draw_seeds(config, 0)
         jobs.append({"key": item.key, "n": n, "path": str(problem.path), "init_seed": init_seed,
@@ -262,11 +269,16 @@ def main(argv: list[str] | None = None) -> int:
     total = torch.cuda.get_device_properties(0).total_memory if device == "cuda" else (available_memory() or 8 * GIB)
     room = int(total * args.gpu_fraction)
     print(f"{len(jobs)} problem(s) to time; warming the compiler's caches", file=sys.stderr, flush=True)
-    failed = warm(jobs, warm_env, args.parallel, room, deadline)
+    # the warm-up gets a share of the budget; problems it did not reach are timed after those
+    # it did, compiling cold (slower, the same figures)
+    warm_deadline = t0 + args.warm_share * args.budget_s if args.budget_s else deadline
+    failed, finished = warm(jobs, warm_env, args.parallel, room, warm_deadline)
     for j in jobs:
-        j["warm_error"] = failed.get(j["key"], "")
+        j["warm_error"] = failed.get(j["key"], "" if j["key"] in finished else "not warmed in this call")
+    jobs.sort(key=lambda j: j["key"] not in finished)
     t1 = time.monotonic()
-    print(f"warm-up {t1 - t0:.0f} s ({len(failed)} failed); timing one at a time", file=sys.stderr, flush=True)
+    print(f"warm-up {t1 - t0:.0f} s ({len(finished)} compiled, {len(failed)} failed); timing one at a time",
+          file=sys.stderr, flush=True)
     time_all(jobs, device, env, out, args.chunk, deadline)
     rows = read_done(out)
     timed = sum(1 for j in jobs if "eager_ms" in rows.get(j["key"], {}))
