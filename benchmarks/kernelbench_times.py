@@ -59,10 +59,10 @@ def append(path: Path, row: dict) -> None:
 
 
 def _env(home: Path, extra: dict[str, str]) -> dict[str, str]:
-    """The judge's compiler caches (``evaluate._judge_worker``) and ``extra``."""
-    cache = home / "judge-cache"
-    return {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"), "TRITON_CACHE_DIR": str(cache / "triton"),
-            "PYTHONUNBUFFERED": "1", **extra}
+    """The judge's compiler caches and ``extra``."""
+    from kernelsearch.evaluator.evaluate import judge_cache_env
+
+    return {**os.environ, **judge_cache_env(home), "PYTHONUNBUFFERED": "1", **extra}
 
 
 def device_need(problem, device: str, home: Path) -> int:
@@ -166,9 +166,7 @@ def run_time(spec: dict) -> None:
     import torch
 
     from kernelsearch.evaluator.config import TimingConfig
-    from kernelsearch.evaluator.judge.run import _baseline_hooks
-    from kernelsearch.evaluator.timing.loop import time_calls
-    from kernelsearch.evaluator.verdict.records import TimingStats
+    from kernelsearch.evaluator.judge.run import _baseline_hooks, baseline_timings
     from kernelsearch.evaluator.worker.common import _timing_inputs, make_model
     from kernelsearch.problems.loader import load_module
 
@@ -185,16 +183,14 @@ def run_time(spec: dict) -> None:
             model = make_model(module.Model, module, job["init_seed"], device)
             tcfg = TimingConfig(**job["timing"])
             sets, inputs_for = _timing_inputs(module, {"device": device, "timing_seeds": job["timing_seeds"]}, tcfg)
-            eager = time_calls(model, sets, device, tcfg, inputs_for=inputs_for, **hooks)
-            row["eager"] = TimingStats.from_samples(eager.samples_ms, eager.late).to_dict()
-            row["eager_ms"] = row["eager"]["median_ms"]
             t0 = time.monotonic()
-            try:
-                run = time_calls(torch.compile(model), sets, device, tcfg, inputs_for=inputs_for, **hooks)
-                row["compile"] = TimingStats.from_samples(run.samples_ms, run.late).to_dict()
-                row["compile_ms"] = row["compile"]["median_ms"]
-            except Exception as e:  # noqa: BLE001 - a baseline that cannot compile is reported
-                row["compile_error"] = f"{type(e).__name__}: {e}"[:300]
+            for kind, stats, error in baseline_timings(model, sets, inputs_for, device, tcfg, hooks, True):
+                if stats is not None:
+                    row[kind], row[f"{kind}_ms"] = stats, stats["median_ms"]
+                else:
+                    row["compile_error"] = error[:300]
+                if kind == "eager":
+                    t0 = time.monotonic()  # what follows is the compile and its timing
             row["compile_and_time_s"] = round(time.monotonic() - t0, 2)
         except Exception as e:  # noqa: BLE001 - the next problem still gets its row
             row["error"] = f"{type(e).__name__}: {e}"[:300]

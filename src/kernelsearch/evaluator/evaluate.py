@@ -267,9 +267,13 @@ def _judge_worker(paths_from: dict, judge_dir: Path, config: EvalConfig, shim_en
     # the judge runs only trusted code, so torch.compile's caches may persist between runs
     return Worker(paths_from, judge_dir, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
                   sandbox=lim.sandbox, max_tasks=lim.max_tasks,
-                  env_extra={"TORCHINDUCTOR_CACHE_DIR": str(config.home / "judge-cache" / "inductor"),
-                             "TRITON_CACHE_DIR": str(config.home / "judge-cache" / "triton"), **config.worker_env(),
-                             **shim_env}, handover=handover)
+                  env_extra={**judge_cache_env(config.home), **config.worker_env(), **shim_env}, handover=handover)
+
+
+def judge_cache_env(home: Path) -> dict[str, str]:
+    """Where the judge's torch.compile keeps its caches (under ``home``)."""
+    return {"TORCHINDUCTOR_CACHE_DIR": str(home / "judge-cache" / "inductor"),
+            "TRITON_CACHE_DIR": str(home / "judge-cache" / "triton")}
 
 
 _OUTPUT_NAME = re.compile(rf"(trial\d+|repeat0|timed\d+)\.kst|{re.escape(ORDER_FILE)}")

@@ -16,7 +16,9 @@ What each worker holds at its peak (the two run one after the other, never at on
   included); in later trials 2 x inputs and 2 kept outputs plus the forward; on CUDA, in the
   stream-order check, fresh inputs, the 2 kept outputs, the forward and its output's snapshot
   (a conv whose 8.6 GB output is 8 times its input ran out of GPU memory there when this was
-  left out, and when the check kept one call's snapshot during the next call). The timed loop holds fewer (fresh inputs, one kept output, the 2 spot outputs).
+  left out, and when the check kept one call's snapshot during the next call). The timed loop
+  holds as much (fresh inputs, one kept output, the forward, the 2 spot copies): on CUDA the
+  same phase covers it; on the CPU it is not counted yet.
 - judge: parameters, one set of inputs, the candidate's output read back, the reference's
   forward (its output included) and the comparison's float64 temporaries of one slice.
 

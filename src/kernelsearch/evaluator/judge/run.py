@@ -23,8 +23,6 @@ def run_judge(job: dict, ch: Channel) -> None:
     from kernelsearch.evaluator.config import TimingConfig
     from kernelsearch.evaluator.handover.outputs import Source
     from kernelsearch.evaluator.judge.compare import compare
-    from kernelsearch.evaluator.timing.loop import time_calls
-    from kernelsearch.evaluator.verdict.records import TimingStats
     from kernelsearch.problems.loader import load_module
 
     ch.send("phase", phase="check")  # reference outputs and comparisons (what the timing breakdown shows)
@@ -85,16 +83,34 @@ def run_judge(job: dict, ch: Channel) -> None:
         sets, inputs_for = _timing_inputs(problem, job, tcfg)
         hooks = _baseline_hooks(device)
         ch.send("phase", phase="timing")
-        eager = time_calls(model, sets, device, tcfg, inputs_for=inputs_for, **hooks)
-        ch.send("baseline", kind="eager", stats=TimingStats.from_samples(eager.samples_ms, eager.late).to_dict())
-        if want is True and job.get("compile_baseline"):
-            try:
-                compiled = torch.compile(model)
-                run = time_calls(compiled, sets, device, tcfg, inputs_for=inputs_for, **hooks)
-                ch.send("baseline", kind="compile", stats=TimingStats.from_samples(run.samples_ms, run.late).to_dict())
-            except Exception as e:  # noqa: BLE001 - a baseline that cannot compile is reported
-                ch.send("baseline", kind="compile", stats=None, error=f"{type(e).__name__}: {e}"[:2000])
+        compile_too = want is True and bool(job.get("compile_baseline"))
+        for kind, stats, error in baseline_timings(model, sets, inputs_for, device, tcfg, hooks, compile_too):
+            ch.send("baseline", kind=kind, stats=stats, **({"error": error} if error else {}))
     ch.send("done")
+
+
+def baseline_timings(model, sets: list, inputs_for, device: str, tcfg, hooks: dict, compile_too: bool):
+    """("eager", stats, ""), then with ``compile_too`` ("compile", stats or None, error): the
+    timing statistics of the reference as it is and under torch.compile, one at a time, so the
+    eager figure is out before a compile that may hang or crash. benchmarks/kernelbench_times.py
+    times its baselines with this too."""
+    import torch
+
+    from kernelsearch.evaluator.timing.loop import time_calls
+    from kernelsearch.evaluator.verdict.records import TimingStats
+
+    def timed(fn) -> dict:
+        run = time_calls(fn, sets, device, tcfg, inputs_for=inputs_for, **hooks)
+        return TimingStats.from_samples(run.samples_ms, run.late).to_dict()
+
+    yield "eager", timed(model), ""
+    if compile_too:
+        try:
+            stats = timed(torch.compile(model))
+        except Exception as e:  # noqa: BLE001 - a baseline that cannot compile is reported
+            yield "compile", None, f"{type(e).__name__}: {e}"[:2000]
+        else:
+            yield "compile", stats, ""
 
 
 def _baseline_hooks(device: str) -> dict:
