@@ -204,6 +204,11 @@ def lint_lines(problems: list[Problem], device: str, home: Path) -> dict[str, li
     return {p.id: [f"{f.code}: {f.message}" for f in r.flagged] for p, r in zip(problems, reports, strict=True)}
 
 
+def needs_lint(row: dict) -> bool:
+    """Not linted yet, or the lint failed to run (not cached either: it may not fail again)."""
+    return not row.get("linted") or any(line.startswith("run-error:") for line in row.get("lint") or [])
+
+
 def run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     levels = [int(x) for x in str(args.levels).split(",") if x.strip()]
@@ -228,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(items)} problem file(s) in this part, {len(todo)} to evaluate on {args.device}", file=sys.stderr)
     lints: dict[str, list[str]] = {}
     if not args.no_lint:  # problems judged in a call without the lint are linted now
-        unlinted = [(it, p) for it, p in loaded if not sweep.rows.get(it.key, {}).get("linted")]
+        unlinted = [(it, p) for it, p in loaded if needs_lint(sweep.rows.get(it.key, {}))]
         for n in range(0, len(unlinted), args.lint_batch):
             if args.budget_s and time.monotonic() - t0 > args.budget_s:
                 break  # unlinted problems still get their verdicts; a later call lints them (cached)
@@ -240,7 +245,9 @@ def run(args: argparse.Namespace) -> int:
         for it, p in unlinted:
             row = sweep.rows.get(it.key)
             if p.id in lints and sweep.done(it, p, args.device) and row is not None:
-                sweep.add({**row, "lint": lints[p.id], "linted": True})
+                new = {**row, "lint": lints[p.id], "linted": True}
+                if new != row:
+                    sweep.add(new)
 
     def record(item: Item, problem: Problem, res: EvalResult) -> None:
         sweep.add(judged_row(item, problem, res, lints.get(problem.id), config))

@@ -163,6 +163,14 @@ def test_sweep_judges_each_problem_and_resumes(tmp_path, no_einops):
     assert evaluations() == 3
     assert (out / "results-cpu.jsonl").read_text().splitlines() == lines
 
+    failed = {**tiny, "lint": ["run-error: the lint worker failed: the reference used more memory than the worker limit"]}
+    with (out / "results-cpu.jsonl").open("a") as f:  # a lint that failed to run is run again
+        f.write(json.dumps(failed) + "\n")
+    assert sweep.main(base) == 0
+    assert evaluations() == 3
+    rows = {r["key"]: r for r in json.loads((out / "sweep-cpu.json").read_text())["rows"]}
+    assert rows["level1/1_Tiny_scale_add.py"] == tiny
+
 
 def test_sweep_parts_split_every_level(tmp_path):
     sweep = _script("kernelbench_sweep")
@@ -267,6 +275,27 @@ def test_times_on_the_gpu_with_the_judges_shim_and_caches(tmp_path):
     for r in rows.values():
         assert r["eager_ms"] > 0 and r["compile_ms"] > 0 and not r["warm_error"], r
     assert any((tmp_path / "home" / "judge-cache" / "inductor").iterdir())  # the warm-up filled the judge's cache
+    held = _eager_only(times, tmp_path, "cuda")
+    assert all(r["hold_gib"] == 1 for r in held.values())
+
+
+def _eager_only(times, tmp_path, device: str) -> dict:
+    out = tmp_path / "eager"
+    args = ["--kernelbench", str(KB), "--levels", "1", "--only", "1_Tiny,2_Tiny", "--out", str(out), "--device", device,
+            "--home", str(tmp_path / "home"), "--no-compile", "--hold-gib", "1"]
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernelbench_times.py"), *args],
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "(0 compiled, 0 failed)" in res.stderr
+    rows = times.read_done(out / f"times-{device}.jsonl")
+    assert sorted(rows) == ["level1/1_Tiny_scale_add.py", "level1/2_Tiny_linear_tanh.py"]
+    for r in rows.values():
+        assert r["eager_ms"] > 0 and "compile_ms" not in r and "compile_error" not in r and not r["warm_error"], r
+    return rows
+
+
+def test_times_eager_only_skips_the_compiler(tmp_path):
+    _eager_only(_script("kernelbench_times"), tmp_path, "cpu")
 
 
 _BN_PROBLEM = '''

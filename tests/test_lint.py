@@ -4,6 +4,8 @@ and the command line reports findings with exit 0 (2 only for a malformed proble
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from conftest import DATA
@@ -107,3 +109,44 @@ def test_hang_times_out_and_the_rest_go_on(tmp_path):
     hang, ok = lint(resolve_problems(tmp_path), "cpu", timeout_s=15)
     assert [f.code for f in hang.findings] == ["run-error"] and "within 15 s" in hang.findings[0].message
     assert ok.findings == []
+
+
+PROBE = """
+import resource, sys
+from pathlib import Path
+import torch
+from kernelsearch.problems.lint_worker import lint_reference
+torch.randn(1 << 20)  # the allocator's own start-up is not the lint's
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+found = list(lint_reference(Path(sys.argv[1]), "cpu", 1e-2, 1e-2, "probe"))
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) * 1024, [f.code for f in found])
+"""
+
+
+def test_lint_holds_a_few_tensors_not_every_draw(tmp_path):
+    """KernelBench's largest references take 6-8 GiB per tensor: the lint must hold about as many
+    tensors as one evaluation does (two input sets, the first output, one draw in flight), not
+    every draw and float64 copies of them (14x the tensor's size here before; 80 GiB ran out)."""
+    n = 1 << 25
+    (tmp_path / "big_relu.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+        f"        return torch.relu(x)\n\n\ndef get_inputs():\n    return [torch.randn({n})]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    r = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "big_relu.py")], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    grown, codes = r.stdout.split(" ", 1)
+    assert codes.strip() == "[]"
+    assert int(grown) / (4 * n) < 8, f"peak grew by {int(grown) / (4 * n):.1f} tensors' worth"
+
+
+@pytest.mark.gpu
+def test_lint_on_the_gpu_flags_the_planted_flaws_and_brief_references():
+    reports = {r.name: r for r in lint(resolve_problems(LINT), "cuda", timeout_s=120)}
+    planted = {"constant_output": "constant-output", "ignores_input": "unused-input",
+               "ignores_weight": "unused-parameter", "zeros_pass": "zeros-pass", "mean_pass": "mean-pass",
+               "nondeterministic": "nondeterministic", "raises": "run-error", "crashes": "run-error"}
+    for name, code in planted.items():
+        assert code in [f.code for f in reports[name].findings], (name, reports[name].findings)
+    assert "too-fast" in [f.code for f in reports["ignores_weight"].findings]  # microseconds on a GPU

@@ -23,7 +23,7 @@ from kernelsearch.evaluator.sandbox.process import WorkerOutcome, run_worker
 from kernelsearch.problems.loader import Problem
 
 SEVERITIES = ("error", "warning", "info")
-LINT_VERSION = 1  # part of the cache key: raise it when a check changes
+LINT_VERSION = 2  # part of the cache key: raise it when a check changes
 
 # code -> (severity, what it means). Errors make the problem unusable as a reward; warnings
 # leave a gap a kernel can exploit; info says a check could not be applied.
