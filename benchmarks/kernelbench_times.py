@@ -250,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     device = args.device
     out = out_dir / f"times-{device}.jsonl"
     # a file that failed to load is tried again (a module may have been installed since)
-    done = {k for k, r in read_done(out).items() if not str(r.get("error", "")).startswith("failed to load")}
+    previous = read_done(out)
+    done = {k for k, r in previous.items() if not str(r.get("error", "")).startswith("failed to load")}
     config = EvalConfig(device=device, home=home)
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
     only = [s for s in args.only.split(",") if s]
@@ -260,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         problem, error, _ = sweep.load(item)
         if problem is None:
-            if read_done(out).get(item.key, {}).get("error") != f"failed to load: {error}":
+            if previous.get(item.key, {}).get("error") != f"failed to load: {error}":
                 append(out, {"key": item.key, "error": f"failed to load: {error}"})
             continue
         init_seed, _, timing_seeds, _ = _draw_seeds(config, 0)

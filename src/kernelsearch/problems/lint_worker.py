@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from kernelsearch.evaluator.judge.compare import compare
+from kernelsearch.evaluator.judge.compare import compare, flat_slices
 from kernelsearch.evaluator.timing.loop import sync
 from kernelsearch.evaluator.worker.common import Channel, make_inputs, make_model
 from kernelsearch.problems.lint import Finding
@@ -151,18 +151,10 @@ def _where(i: int, n: int) -> str:
 def _nonfinite(out: list[torch.Tensor]) -> Iterator[Finding]:
     for i, o in enumerate(out):
         if o.is_floating_point() or o.is_complex():
-            n = sum(int((~torch.isfinite(c)).sum()) for c in _chunks(o))
+            n = sum(int((~torch.isfinite(c)).sum()) for _, c in flat_slices(o, size=SLICE))
             if n:
                 yield Finding.of("nonfinite-output", f"{_where(i, len(out))}{n}/{o.numel()} values are NaN or inf "
                                  "on random inputs; kernels are compared against them")
-
-
-def _chunks(*ts: torch.Tensor) -> Iterator[torch.Tensor] | Iterator[tuple[torch.Tensor, ...]]:
-    """Flat slices of ``SLICE`` elements."""
-    flat = [t.reshape(-1) for t in ts]
-    for s in range(0, flat[0].numel(), SLICE):
-        part = tuple(f[s:s + SLICE] for f in flat)
-        yield part if len(ts) > 1 else part[0]
 
 
 def _wide(t: torch.Tensor) -> torch.Tensor:
@@ -175,18 +167,19 @@ def _top(*xs: float) -> float:
 
 
 def _max_abs(t: torch.Tensor) -> float:
-    return _top(*(float(_wide(c).abs().max()) for c in _chunks(t) if c.numel()))
+    return _top(*(float(_wide(c).abs().max()) for _, c in flat_slices(t, size=SLICE) if c.numel()))
 
 
 def _max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    return _top(*(float((_wide(x).double() - _wide(y).double()).abs().max()) for x, y in _chunks(a, b) if x.numel()))
+    return _top(*(float((x.double() - y.double()).abs().max()) for _, x, y in flat_slices(a, b, size=SLICE)
+                  if x.numel()))
 
 
 def _finite_stats(t: torch.Tensor) -> tuple[int, float, float, float]:
     """Count, mean, standard deviation and minimum of the finite values, in float64, a slice
     at a time."""
     n, total, sq, low = 0, 0.0, 0.0, math.inf
-    for c in _chunks(t):
+    for _, c in flat_slices(t, size=SLICE):
         x = c.double()
         x = x[torch.isfinite(x)]
         if x.numel():
@@ -206,7 +199,7 @@ def _passes(out: list[torch.Tensor], ref: list[torch.Tensor], cx: _Ctx) -> bool:
         return False
     for o, r in zip(out, ref, strict=True):
         if o.shape == r.shape and o.dtype == r.dtype and o.is_floating_point():
-            for oc, rc in _chunks(o, r):
+            for _, oc, rc in flat_slices(o, r, size=SLICE):
                 if not torch.allclose(oc, rc, rtol=cx.rtol, atol=cx.atol, equal_nan=True):
                     return False
     return compare("lint", out, ref, cx.atol, cx.rtol).ok
@@ -216,7 +209,7 @@ def _constant_passes(value: float, ref: torch.Tensor, cx: _Ctx) -> bool:
     """Would ``value`` everywhere pass as ``ref``? The output-sized constant is made only when
     the slices pass, which a sound tolerance never lets happen."""
     if ref.is_floating_point():
-        for rc in _chunks(ref):
+        for _, rc in flat_slices(ref, size=SLICE):
             if not torch.allclose(torch.full_like(rc, value), rc, rtol=cx.rtol, atol=cx.atol, equal_nan=True):
                 return False
     return compare("lint", [torch.full_like(ref, value)], [ref], cx.atol, cx.rtol).ok
@@ -242,7 +235,6 @@ class _Tolerance:
         self.scale = [_max_abs(o) for o in first]
         self.diff = [0.0] * len(first)
         self.same_shapes = [True] * len(first)
-        self.peak = list(self.scale)
         self.means = [_finite_stats(o)[1] if o.is_floating_point() and o.numel() else None for o in first]
         self.zeros = [True] * len(first)
         self.mean_ok = [m is not None for m in self.means]
@@ -264,8 +256,7 @@ class _Tolerance:
             if d.shape != f.shape:
                 self.same_shapes[i] = False
                 continue
-            m = _max_abs(d)
-            self.scale[i], self.peak[i] = _top(self.scale[i], m), _top(self.peak[i], m)
+            self.scale[i] = _top(self.scale[i], _max_abs(d))
             self.diff[i] = _top(self.diff[i], _max_abs_diff(d, f))  # NaN stays NaN: not constant
         self._judge(outs)
 
@@ -285,7 +276,7 @@ class _Tolerance:
                                  f"(relative spread {spread:.1e}): a kernel can return it without computing")
             if self.zeros[i]:
                 yield Finding.of("zeros-pass", f"{where}an all-zeros output passes {tol} on every draw "
-                                 f"(largest |value| {self.peak[i]:.3g}): the tolerance cannot tell a kernel that writes nothing")
+                                 f"(largest |value| {self.scale[i]:.3g}): the tolerance cannot tell a kernel that writes nothing")
             elif self.mean_ok[i] and not constant:
                 yield Finding.of("mean-pass", f"{where}the constant {self.means[i]:.4g} (the reference's mean) passes "
                                  f"{tol} on every draw: the tolerance cannot tell a kernel that computes nothing")

@@ -7,6 +7,7 @@ so an empty or NaN output can never pass by comparing nothing.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -84,10 +85,12 @@ class _Stats:
         return err / ref if ref > 0 else (0.0 if err == 0 else float("inf"))
 
 
-def _slices(o: torch.Tensor, r: torch.Tensor):
-    of, rf = o.reshape(-1), r.reshape(-1)
-    for start in range(0, of.numel(), CHUNK):
-        yield start, of[start:start + CHUNK], rf[start:start + CHUNK]
+def flat_slices(*ts: torch.Tensor, size: int = CHUNK) -> Iterator[tuple]:
+    """(start, slice of each tensor) over the tensors' flat views, ``size`` elements at a time:
+    what a whole-tensor temporary would hold, a slice's worth at a time (the lint uses it too)."""
+    flat = [t.reshape(-1) for t in ts]
+    for start in range(0, flat[0].numel(), size):
+        yield (start, *(f[start:start + size] for f in flat))
 
 
 def _stats(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float) -> _Stats:
@@ -95,7 +98,7 @@ def _stats(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float) -> _Stats
     same figures as whole tensors give). Floating outputs are compared in float64."""
     st = _Stats()
     floating = o.is_floating_point() or o.is_complex()
-    for start, oc, rc in _slices(o, r):
+    for start, oc, rc in flat_slices(o, r):
         if not floating:
             mismatch = oc != rc
             if oc.numel():
@@ -139,7 +142,7 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
 def _vacuous(ref: torch.Tensor, atol: float, rtol: float) -> bool:
     """Would an all-zeros output, or the reference's mean everywhere, pass elementwise?"""
     total, count = 0.0, 0
-    for _, rc, _ in _slices(ref, ref):
+    for _, rc in flat_slices(ref):
         r = rc.double()
         r = r[torch.isfinite(r)]
         total, count = total + float(r.sum()), count + r.numel()
@@ -147,7 +150,7 @@ def _vacuous(ref: torch.Tensor, atol: float, rtol: float) -> bool:
         return False
     mean = total / count
     zeros = constant = True
-    for _, rc, _ in _slices(ref, ref):
+    for _, rc in flat_slices(ref):
         r = rc.double()
         r = r[torch.isfinite(r)]
         tol = atol + rtol * r.abs()
