@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig, default_home
-from kernelsearch.problems.loader import LoadFailure, ProblemError, ProblemsFailed
+from kernelsearch.problems.loader import PRECISIONS, LoadFailure, ProblemError, ProblemsFailed
 
 LOAD_FAILED = 3  # exit status: some problem files of a directory failed to load
 
@@ -56,8 +56,11 @@ def default_device() -> str:
 def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available, else cpu")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    p.add_argument("--atol", type=float, default=None, help="absolute tolerance (default: the problem's, else 1e-2)")
-    p.add_argument("--rtol", type=float, default=None, help="relative tolerance (default: the problem's, else 1e-2)")
+    add_precision_option(p)
+    p.add_argument("--atol", type=float, default=None,
+                   help="absolute tolerance (default: the problem's at its own precision, else the precision's)")
+    p.add_argument("--rtol", type=float, default=None,
+                   help="relative tolerance (default: the problem's at its own precision, else the precision's)")
     p.add_argument("--trials", type=int, default=5, help="correctness trials, each with fresh random inputs")
     p.add_argument("--seed", type=int, default=None, help="fix the seeds for an exact re-run (default: secret)")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
@@ -73,6 +76,11 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu-threads", type=int, default=1,
                    help="CPU runs: threads for candidate and baselines alike (default 1, for stable timings)")
     add_profile_options(p)
+
+
+def add_precision_option(p) -> None:
+    p.add_argument("--precision", choices=list(PRECISIONS), default=None,
+                   help="floating parameters, buffers and inputs cast to this precision, as KernelBench v0.2's --precision (default: the problem's PRECISION, else fp32); the default tolerance follows it (fp32 1e-4, fp16/bf16 1e-2)")
 
 
 def add_profile_options(p) -> None:
@@ -92,7 +100,7 @@ def _config(args: argparse.Namespace) -> EvalConfig:
     timing = TimingConfig(max_reps=max(args.max_reps, 10), budget_s=10.0)
     limits = Limits(build_timeout_s=args.build_timeout, run_timeout_s=args.run_timeout)
     return EvalConfig(
-        device=device, atol=args.atol, rtol=args.rtol, trials=args.trials, seed=args.seed,
+        device=device, precision=args.precision, atol=args.atol, rtol=args.rtol, trials=args.trials, seed=args.seed,
         compile_baseline=not args.no_compile, torch_fallback=args.torch_fallback, timing=timing, limits=limits,
         cpu_threads=args.cpu_threads, profile=not args.no_profile, ncu=args.ncu,
     )
@@ -131,7 +139,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     config = _config(args)
     problems, failures = load_problem_set(args.problems)
-    warn_flagged(problems, config.device)
+    warn_flagged(problems, config.device, config.precision)
     pairs = match_solutions(problems, args.solutions, config.device)
     if args.matched_only:
         pairs = [(p, c) for p, c in pairs if c is not None]
@@ -153,11 +161,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return LOAD_FAILED if failures else 0
 
 
-def warn_flagged(problems: list, device: str) -> None:
-    """Print the problem linter's warnings and errors to stderr; advice only, exit codes stay."""
+def warn_flagged(problems: list, device: str, precision: str | None = None) -> None:
+    """Print the problem linter's warnings and errors (at ``precision``) to stderr; advice only,
+    exit codes stay."""
     from kernelsearch.problems.lint import lint_warnings
 
-    for line in lint_warnings(problems, device):
+    for line in lint_warnings([p.at(precision) for p in problems], device):
         print(f"kernelsearch: warning: {line} (see `kernelsearch lint`)", file=sys.stderr)
 
 
@@ -170,6 +179,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
     problems, failures = load_problem_set(args.problems)
+    problems = [p.at(args.precision) for p in problems]
     reports = lint(problems, device, timeout_s=args.timeout)
     if args.json:
         print(json.dumps({"device": device, "counts": counts(reports), "problems": [r.to_dict() for r in reports],
@@ -209,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="evaluate one candidate against one problem")
     p.add_argument("problem", help="problem file or bundled problem name (see `kernelsearch problems`)")
     p.add_argument("candidate", help="candidate .py defining class ModelNew")
-    p.add_argument("--backend", choices=["cuda", "triton", "cpp", "torch"], default=None, help="default: detected")
+    p.add_argument("--backend", choices=["cuda", "triton", "cute", "tilelang", "cpp", "torch"], default=None, help="default: detected")
     _add_eval_options(p)
     p.set_defaults(func=cmd_eval)
 
@@ -239,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available, else cpu")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per problem")
+    add_precision_option(p)
     p.set_defaults(func=cmd_lint)
 
     from kernelsearch.cli.search_cmds import add_search_commands  # run, show, best

@@ -20,6 +20,7 @@ from typing import Any
 from kernelsearch.cli.main import (
     LOAD_FAILED,
     UsageError,
+    add_precision_option,
     add_profile_options,
     default_device,
     load_problem_set,
@@ -120,7 +121,9 @@ def add_search_commands(sub: Any) -> None:
 
     g = p.add_argument_group("evaluation")
     g.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available, else cpu")
-    g.add_argument("--backend", choices=["cpp", "cuda", "triton"], default=None, help="default: cpp on cpu, cuda on cuda")
+    g.add_argument("--backend", choices=["cpp", "cuda", "triton", "cute", "tilelang"], default=None,
+                   help="default: cpp on cpu, cuda on cuda")
+    add_precision_option(g)
     g.add_argument("--atol", type=float, default=None)
     g.add_argument("--rtol", type=float, default=None)
     g.add_argument("--trials", type=int, default=5)
@@ -165,7 +168,8 @@ def _eval_config(args: argparse.Namespace, device: str) -> EvalConfig:
     timing = TimingConfig(warmup=args.warmup, min_reps=min(args.min_reps, args.max_reps), max_reps=args.max_reps,
                           budget_s=args.timing_budget, input_sets=max(1, args.input_sets),
                           spot_checks=min(2, max(1, args.input_sets)))
-    return EvalConfig(device=device, atol=args.atol, rtol=args.rtol, trials=args.trials, seed=args.eval_seed,
+    return EvalConfig(device=device, precision=args.precision, atol=args.atol, rtol=args.rtol, trials=args.trials,
+                      seed=args.eval_seed,
                       compile_baseline=not args.no_compile,
                       torch_fallback="reject" if args.torch_fallback == "reject" else "mark", timing=timing,
                       limits=Limits(build_timeout_s=args.build_timeout, run_timeout_s=args.run_timeout),
@@ -333,7 +337,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if device == "cuda" and default_device() != "cuda" and args.phase != "propose":
             raise UsageError("--device cuda: no CUDA device is available here (use --phase propose to only generate)")
         problems, failures = load_problem_set(args.problem)  # failures reported on stderr
-        warn_flagged(problems, device)  # the problem linter's advice, on stderr
+        warn_flagged(problems, device, args.precision)  # the problem linter's advice, on stderr
         for path in args.seed:
             if not path.is_file():
                 raise UsageError(f"--seed {path}: no such file")

@@ -14,6 +14,8 @@ def add_verify_command(sub: Any) -> None:
     p.add_argument("--top", type=int, default=1, help="verify until this many of the best have passed")
     p.add_argument("--trials", type=int, default=10, help="correctness trials per input distribution")
     p.add_argument("--no-sanitize", action="store_true", help="skip compute-sanitizer (GPU runs)")
+    p.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default=None,
+                   help="re-verify at this precision (default: the run's own)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_verify)
 
@@ -27,7 +29,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.run_dir}: not a run directory")
     if args.top < 1 or args.trials < 1:
         raise UsageError("--top and --trials must be at least 1")
-    results = verify_best(args.run_dir, top=args.top, trials=args.trials, sanitize=False if args.no_sanitize else None)
+    results = verify_best(args.run_dir, top=args.top, trials=args.trials, sanitize=False if args.no_sanitize else None,
+                          precision=args.precision)
     if args.json:
         print(json.dumps([r.to_dict() for r in results]))
         return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 
 def default_home() -> Path:
@@ -75,7 +76,12 @@ class Limits:
 @dataclass(frozen=True)
 class EvalConfig:
     device: str = "cpu"  # "cpu" or "cuda"
-    atol: float | None = None  # None: the problem's ATOL, else 1e-2
+    # "fp32" | "fp16" | "bf16": floating parameters, buffers and inputs cast to it, as KernelBench
+    # v0.2's --precision; None: each problem's own (its PRECISION, else fp32)
+    precision: str | None = None
+    # None: the problem's ATOL/RTOL at its own precision, else the precision's default
+    # (problems.loader.PRECISION_TOL: fp32 1e-4, fp16 and bf16 1e-2)
+    atol: float | None = None
     rtol: float | None = None
     trials: int = 5
     seed: int | None = None  # None: a secret random seed per evaluation
@@ -110,6 +116,13 @@ class EvalConfig:
 
     def with_(self, **changes) -> EvalConfig:
         return replace(self, **changes)
+
+    def numerics(self, problem) -> tuple[Any, float, float]:
+        """The problem at this configuration's precision, and the tolerances it is checked at:
+        the one place every evaluator path resolves them."""
+        problem = problem.at(self.precision)
+        return (problem, problem.atol if self.atol is None else self.atol,
+                problem.rtol if self.rtol is None else self.rtol)
 
     def timing_key(self) -> dict:
         """The settings that change what a baseline measurement means."""

@@ -43,6 +43,7 @@ from kernelsearch.evaluator.verdict.library import library_share
 from kernelsearch.evaluator.verdict.protocol import protocol_violation
 from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats, TrialCheck
 from kernelsearch.evaluator.verdict.roofline import impossible
+from kernelsearch.evaluator.verdict.weights import init_difference
 from kernelsearch.evaluator.worker.streamshim import ENV as _SHIM_ENV
 from kernelsearch.problems.describe import describe_cached
 from kernelsearch.problems.loader import Problem
@@ -73,11 +74,12 @@ def host_device_name(device: str) -> str:
 def baseline_key(problem: Problem, config: EvalConfig) -> str:
     import torch
 
-    raw = json.dumps(
-        [problem.id, config.device, host_device_name(config.device), torch.__version__,
-         config.timing_key(), config.compile_baseline],
-        sort_keys=True,
-    )
+    problem = problem.at(config.precision)
+    key = [problem.id, config.device, host_device_name(config.device), torch.__version__,
+           config.timing_key(), config.compile_baseline]
+    if problem.precision != "fp32":  # fp32 keys as before the precision modes, so their cache holds
+        key.append(problem.precision)
+    raw = json.dumps(key, sort_keys=True)
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
@@ -133,12 +135,8 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
     """Everything before the device is needed: the static screen, the seeds, the workers' jobs
     and their start."""
     t0 = time.monotonic()
-    atol = config.atol if config.atol is not None else problem.atol
-    rtol = config.rtol if config.rtol is not None else problem.rtol
-    res = EvalResult(
-        problem=problem.name, problem_id=problem.id, candidate_id=candidate.id, backend=candidate.backend,
-        device=config.device, status=Status.CORRECT, reason="", atol=atol, rtol=rtol, gpu=config.gpu,
-    )
+    problem, atol, rtol = config.numerics(problem)
+    res = new_result(problem, candidate, config, gpu=config.gpu)
     prep = Prepared(problem, candidate, config, res)
 
     # 1. static screen
@@ -207,6 +205,17 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
     return prep
 
 
+def new_result(problem: Problem, candidate: Candidate, config: EvalConfig, status: Status = Status.CORRECT,
+               reason: str = "", **fields) -> EvalResult:
+    """A result's header: what was evaluated, how (device, precision, tolerances), and a status
+    to start from; every path that makes a result (here and in the executors) starts with it."""
+    problem, atol, rtol = config.numerics(problem)
+    return EvalResult(
+        problem=problem.name, problem_id=problem.id, candidate_id=candidate.id, backend=candidate.backend,
+        device=config.device, status=status, reason=reason, atol=atol, rtol=rtol, precision=problem.precision,
+        **fields)
+
+
 def _memory_check(problem: Problem, config: EvalConfig, res: EvalResult) -> tuple[Status, str] | None:
     """A problem too large for the device is ``crashed`` before its workers start, with the sizes
     and the memory in the reason (evaluator/feasibility.py): the same status as the memory
@@ -257,7 +266,7 @@ def _common_job(problem: Problem, config: EvalConfig, init_seed: int, timing_see
 
     return {"device": config.device, "problem_path": str(problem.path), "init_seed": init_seed,
             "timing_seeds": timing_seeds, "timing": asdict(config.timing), "out_dir": str(out_dir),
-            "distribution": config.distribution}
+            "distribution": config.distribution, "precision": problem.at(config.precision).precision}
 
 
 def _judge_worker(paths_from: dict, judge_dir: Path, config: EvalConfig, shim_env: dict[str, str],
@@ -461,7 +470,9 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     failed = [c for c in res.checks if not c.ok]
     if failed:  # before the count: a trial that failed leaves checks that build on it undone
         first = failed[0]
-        return _verdict(res, Status.INCORRECT, f"{first.tag}: {first.reason}"[:500])
+        hint = init_difference((cand.first("params") or {}).get("digest"), (judge.first("params") or {}).get("digest"))
+        return _verdict(res, Status.INCORRECT, f"{first.tag}: {first.reason[:300]}" + (f" ({hint})" if hint else ""),
+                        limit=1000)
     if len(res.checks) < expected:
         return _verdict(res, Status.CRASHED, "the judge did not check every output")
     escaped = _profile_mismatch(cand, res.candidate_timing)
@@ -548,8 +559,8 @@ def _correct_reason(res: EvalResult) -> str:
     return ", ".join(parts)
 
 
-def _verdict(res: EvalResult, status: Status, reason: str) -> EvalResult:
-    res.status, res.reason = status, reason.strip().splitlines()[0][:500] if reason.strip() else status.value
+def _verdict(res: EvalResult, status: Status, reason: str, limit: int = 500) -> EvalResult:
+    res.status, res.reason = status, reason.strip().splitlines()[0][:limit] if reason.strip() else status.value
     return res
 
 

@@ -166,7 +166,7 @@ def _scratch_free() -> int:
 def fit_reason(problem: Problem, config: EvalConfig) -> str:
     """Why the problem cannot be evaluated on ``config.device`` for want of memory; "" when it
     fits or its sizes are unknown (the workers then find out)."""
-    need = memory_need(describe_cached(problem, config.device), config)
+    need = memory_need(describe_cached(problem.at(config.precision), config.device), config)
     if need is None:
         return ""
     if config.device == "cuda":

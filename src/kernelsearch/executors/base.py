@@ -27,7 +27,7 @@ from typing import Any
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.evaluate import evaluate
+from kernelsearch.evaluator.evaluate import evaluate, new_result
 from kernelsearch.evaluator.verdict.records import EvalResult, Status
 from kernelsearch.executors.dedup import Deduper
 from kernelsearch.problems.loader import Problem
@@ -230,13 +230,8 @@ class Executor(ABC):
 
 def crashed_result(job: Job, reason: str, gpu: int | None = None) -> EvalResult:
     """A result for a job whose evaluation itself failed (not the candidate's verdict)."""
-    cfg = job.config
-    return EvalResult(
-        problem=job.problem.name, problem_id=job.problem.id, candidate_id=job.candidate.id,
-        backend=job.candidate.backend, device=cfg.device, status=Status.CRASHED, reason=reason[:500],
-        atol=cfg.atol if cfg.atol is not None else job.problem.atol,
-        rtol=cfg.rtol if cfg.rtol is not None else job.problem.rtol, seed=cfg.seed, gpu=gpu, eval_s=0.0,
-    )
+    return new_result(job.problem, job.candidate, job.config, Status.CRASHED, reason[:500],
+                      seed=job.config.seed, gpu=gpu, eval_s=0.0)
 
 
 def wait_all(executor: Executor, deadline_s: float | None = None) -> list[Finished]:

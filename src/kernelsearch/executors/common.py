@@ -7,7 +7,7 @@ import os
 from kernelsearch.evaluator.builds.prebuild import BuildOutcome
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.evaluate import _candidate_failure, _verdict
+from kernelsearch.evaluator.evaluate import _candidate_failure, _verdict, new_result
 from kernelsearch.evaluator.screen.python import screen
 from kernelsearch.evaluator.verdict.records import EvalResult, Status
 from kernelsearch.problems.loader import Problem
@@ -35,12 +35,7 @@ def failed_build_result(problem: Problem, candidate: Candidate, config: EvalConf
     if status not in (Status.COMPILE_ERROR, Status.TIMEOUT, Status.CRASHED):
         return None
     sc = screen(candidate.source)
-    res = EvalResult(
-        problem=problem.name, problem_id=problem.id, candidate_id=candidate.id, backend=candidate.backend,
-        device=config.device, status=status, reason="",
-        atol=config.atol if config.atol is not None else problem.atol,
-        rtol=config.rtol if config.rtol is not None else problem.rtol,
-    )
+    res = new_result(problem, candidate, config, status)
     res.flags = list(sc.flags)
     res.errors.extend(sc.notes)
     res.seed = config.seed

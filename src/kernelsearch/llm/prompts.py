@@ -5,7 +5,8 @@ dollar), so they can be edited without touching code. A directory of overrides (
 the KERNELSEARCH_PROMPTS env var) replaces any template by file name. Templates:
 system, ideas, implement, refine, crossover, and backend_<name> (notes per backend).
 
-Placeholders: problem_name, problem_source, backend, backend_notes, hardware,
+Placeholders: problem_name, problem_source, backend, backend_notes, hardware, numerics (the
+precision parameters and inputs are cast to and the tolerance, ``numerics_text``),
 current_kernel, current_performance (timings, roofline and profile of current_kernel), feedback, ideas_ledger, num_ideas, idea, idea_family, parent_a, parent_b,
 parent_a_summary, parent_b_summary, playbook (the chosen technique notes with their own
 heading, `kernelsearch.playbook.render`; empty when off or none fit). Code values (problem_source, current_kernel, parent_a,
@@ -39,12 +40,24 @@ STAND_INS = {
     "parent_a_summary": "",
     "parent_b_summary": "",
     "playbook": "",
+    "numerics": "outputs are compared with the reference's elementwise, within the problem's tolerance",
 }
 MAX_LOG_CHARS = 4000
 
 
 class PromptError(LLMError):
     pass
+
+
+def numerics_text(precision: str, atol: float, rtol: float) -> str:
+    """What the evaluator casts to and accepts, in the prompts' words."""
+    from kernelsearch.problems.loader import PRECISIONS
+
+    dtype = PRECISIONS.get(precision, precision)
+    return (f"Model and ModelNew run in {precision}: the evaluator casts floating parameters, buffers and inputs to "
+            f"torch.{dtype}, and accepts an output element where |out - ref| <= {atol:g} + {rtol:g} * |ref| "
+            f"(torch.allclose with atol={atol:g}, rtol={rtol:g}); lower-precision arithmetic inside the kernel "
+            "is fine only while every output stays within that")
 
 
 def clip(text: str, limit: int = MAX_LOG_CHARS) -> str:

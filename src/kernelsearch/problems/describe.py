@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernelsearch.problems.loader import Problem, load_module, set_mode
+from kernelsearch.problems.loader import PRECISIONS, Problem, load_module, set_mode
 
 
 @dataclass
@@ -95,15 +95,18 @@ class _LiveBytes(TorchDispatchMode):
 
 
 def describe(problem: Problem, device: str = "cuda") -> ProblemDescription:
-    """Sizes are those the problem runs at on ``device`` (CPU_SIZES applied for "cpu")."""
+    """Sizes are those the problem runs at on ``device`` (CPU_SIZES applied for "cpu"), dtypes
+    those of its precision (``Problem.at``)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     desc = ProblemDescription(name=problem.name, device=device)
     try:
         module = load_module(problem.path, device=device)
+        dtype = getattr(torch, PRECISIONS[problem.precision])
+        cast = lambda x: x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x  # noqa: E731
         with torch.device("meta"):
-            model = module.Model(*module.get_init_inputs())
-            inputs = module.get_inputs()
+            model = module.Model(*[cast(x) for x in module.get_init_inputs()]).to(dtype)
+            inputs = [cast(x) for x in module.get_inputs()]
         set_mode(model, module)
         desc.inputs = [_info(x) if isinstance(x, torch.Tensor) else repr(x) for x in inputs]
         desc.param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -129,12 +132,12 @@ def describe(problem: Problem, device: str = "cuda") -> ProblemDescription:
     return desc
 
 
-_CACHE: dict[tuple[str, str, str], ProblemDescription] = {}
+_CACHE: dict[tuple[str, str, str, str], ProblemDescription] = {}
 
 
 def describe_cached(problem: Problem, device: str) -> ProblemDescription:
     """describe(), once per problem file and device in this process (verdicts ask often)."""
-    key = (problem.id, str(problem.path), device)
+    key = (problem.id, str(problem.path), device, problem.precision)
     if key not in _CACHE:
         _CACHE[key] = describe(problem, device)
     return _CACHE[key]

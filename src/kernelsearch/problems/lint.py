@@ -71,7 +71,8 @@ class LintReport:
 
 def lint(problems: Sequence[Problem], device: str = "cpu", *, timeout_s: float = 300.0,
          limits: Limits | None = None) -> list[LintReport]:
-    """Lint each problem on ``device`` (its CPU_SIZES apply on "cpu"); one report per problem.
+    """Lint each problem on ``device`` (its CPU_SIZES apply on "cpu") at its precision (``Problem.at``)
+    and tolerance; one report per problem.
 
     One worker lints the problems in turn (torch is imported once); if it dies or is killed,
     the problem it was on gets a ``run-error`` and a fresh worker takes the rest.
@@ -83,7 +84,7 @@ def lint(problems: Sequence[Problem], device: str = "cpu", *, timeout_s: float =
     while pending:
         job = {"role": "lint", "device": device, "memory_bytes": lim.memory_bytes,
                "problems": [{"index": i, "path": str(problems[i].path), "atol": problems[i].atol,
-                             "rtol": problems[i].rtol} for i in pending]}
+                             "rtol": problems[i].rtol, "precision": problems[i].precision} for i in pending]}
         with tempfile.TemporaryDirectory(prefix="ks-lint-") as work:
             # a deadline per problem (the worker announces phase "lint:<index>" for each)
             timeouts = {"default": timeout_s, **{f"lint:{i}": timeout_s for i in pending}}
@@ -159,7 +160,8 @@ def cached_lint(problems: Sequence[Problem], device: str, cache_dir: Path, torch
     """``lint``, reusing earlier reports of the same problem source on the same device and
     torch. Reports with a ``run-error`` are not kept: a timeout may not happen again."""
     def path(p: Problem) -> Path:
-        return cache_dir / f"{p.id}-{device}-{torch_version.replace('+', '_')}-v{LINT_VERSION}.json"
+        at = "" if p.precision == "fp32" else f"-{p.precision}"
+        return cache_dir / f"{p.id}-{device}{at}-{torch_version.replace('+', '_')}-v{LINT_VERSION}.json"
 
     found: dict[int, LintReport] = {}
     for i, p in enumerate(problems):

@@ -2,7 +2,7 @@
 
 Runs inside ``python -m kernelsearch.evaluator.worker`` (the parent is ``problems.lint``), so a
 reference that crashes or hangs costs only its own findings. Models and inputs are built with
-the harness's own ``make_model`` / ``make_inputs`` (seeded, under ``with torch.device(dev)``),
+the harness's own ``make_model`` / ``make_inputs`` (seeded, at the problem's precision),
 and outputs are judged with the harness's ``compare``, so "passes the tolerance" here means
 exactly what it means for a candidate. Findings are sent as they are found: a check that hangs
 does not lose the earlier ones.
@@ -40,12 +40,13 @@ def run_lint(job: dict, ch: Channel) -> None:
     for item in job["problems"]:
         i = item["index"]
         ch.send("phase", phase=f"lint:{i}")
-        unfit = _unfit(Path(item["path"]), device, job)
+        unfit = _unfit(Path(item["path"]), device, job, item.get("precision"))
         if unfit:  # not run: it would kill this worker, and the problems after it with it
             ch.send("finding", index=i, code="run-error", severity="error", message=unfit[:500])
             ch.send("linted", index=i)
             continue
-        for f in lint_reference(Path(item["path"]), device, item["atol"], item["rtol"], f"ks_lint_problem_{i}"):
+        for f in lint_reference(Path(item["path"]), device, item["atol"], item["rtol"], f"ks_lint_problem_{i}",
+                                item.get("precision")):
             ch.send("finding", index=i, code=f.code, severity=f.severity, message=f.message)
         ch.send("linted", index=i)
         if device == "cuda":
@@ -53,7 +54,7 @@ def run_lint(job: dict, ch: Channel) -> None:
     ch.send("done")
 
 
-def _unfit(path: Path, device: str, job: dict) -> str:
+def _unfit(path: Path, device: str, job: dict, precision: str | None) -> str:
     """The evaluator's memory-feasibility reason for the problem on ``device`` ("" if it fits or
     is unknown): a reference that cannot be evaluated there is not linted there either. Asked
     here, in the worker, since describing the problem runs its forward (on meta)."""
@@ -63,7 +64,7 @@ def _unfit(path: Path, device: str, job: dict) -> str:
 
     try:
         limits = Limits(memory_bytes=int(job.get("memory_bytes") or Limits().memory_bytes))
-        return fit_reason(load_problem(path), EvalConfig(device=device, limits=limits))
+        return fit_reason(load_problem(path), EvalConfig(device=device, limits=limits, precision=precision))
     except Exception:  # noqa: BLE001 - the lint's own run finds out what is wrong
         return ""
 
@@ -73,12 +74,14 @@ class _Ctx:
     device: str
     atol: float
     rtol: float
+    precision: str | None = None
     stage: str = "importing the problem"
 
 
-def lint_reference(path: Path, device: str, atol: float, rtol: float, name: str) -> Iterator[Finding]:
+def lint_reference(path: Path, device: str, atol: float, rtol: float, name: str,
+                   precision: str | None = None) -> Iterator[Finding]:
     """All checks on one problem file; an exception ends them with a ``run-error`` naming the stage."""
-    cx = _Ctx(device, atol, rtol)
+    cx = _Ctx(device, atol, rtol, precision)
     try:
         module = load_module(path, device=device, name=name)
         yield from _checks(module, cx)
@@ -108,13 +111,13 @@ def _checks(module: Any, cx: _Ctx) -> Iterator[Finding]:
     are kept: KernelBench's largest references take 6-8 GiB per tensor, and holding every draw
     (plus float64 copies of them) ran an 80 GiB GPU out of memory."""
     cx.stage = "building the model (get_init_inputs, Model(...))"
-    model = make_model(module.Model, module, INIT_SEED, cx.device)
+    model = make_model(module.Model, module, INIT_SEED, cx.device, cx.precision)
     sets: list[list] = []
     base: list[torch.Tensor] = []
     tol: _Tolerance | None = None
     for seed in SEEDS:
         cx.stage = "making inputs (get_inputs)"
-        inputs = make_inputs(module, seed, cx.device)
+        inputs = make_inputs(module, seed, cx.device, precision=cx.precision)
         cx.stage = "running forward"
         out = _forward(model, inputs, cx)
         if tol is None:  # the first draw: run again straight after, unseeded (RNG use in forward)

@@ -15,7 +15,7 @@ import inspect
 import json
 import sys
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,12 @@ SUITE_DIR = Path(__file__).parent / "suite"
 LEVELS = (1, 2, 3)  # `suite` is these; `suite:wall` (SUITE_DIR / "wall") is asked for by name
 WALL = "wall"
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
-DEFAULT_TOL = 1e-2
+# Precision modes as KernelBench v0.2 has them: floating parameters, buffers and inputs are cast
+# to the dtype, and a problem that sets no tolerance is compared at that precision's default
+# (torchbench's: 1e-4 for fp32, 1e-2 for fp16 and bf16). KernelBench v0.1 compared at 1e-2.
+PRECISIONS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+DEFAULT_PRECISION = "fp32"
+PRECISION_TOL = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
 ROOFLINE_DTYPES = ("float32", "tf32", "float16", "bfloat16")  # the rates ceilings.py measures
 
 
@@ -119,8 +124,13 @@ class Problem:
     source: str
     level: int | None = None
     cpu_sizes: dict[str, Any] = field(default_factory=dict)
-    atol: float = DEFAULT_TOL
-    rtol: float = DEFAULT_TOL
+    # the precision it is evaluated at (``at``): its own (module-level PRECISION, else fp32)
+    # unless the user asked for another
+    precision: str = DEFAULT_PRECISION
+    own_precision: str = DEFAULT_PRECISION
+    # module-level ATOL / RTOL: calibrated for its own precision, so they apply there only
+    declared_atol: float | None = None
+    declared_rtol: float | None = None
     # the library kernel eager PyTorch runs for it (module-level LIBRARY, e.g. "cuBLAS (torch.matmul)"):
     # reports call the eager baseline by this name, and "% of library" is eager_ms / kernel_ms
     library: str = ""
@@ -141,6 +151,28 @@ class Problem:
 
     def sizes_for(self, device: str) -> dict[str, Any]:
         return dict(self.cpu_sizes) if device == "cpu" else {}
+
+    def at(self, precision: str | None) -> Problem:
+        """This problem evaluated at ``precision`` (None: as it is)."""
+        if precision is None:
+            return self
+        if precision not in PRECISIONS:
+            raise ProblemError(f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}")
+        return self if precision == self.precision else replace(self, precision=precision)
+
+    @property
+    def atol(self) -> float:
+        return self._tolerance(self.declared_atol)
+
+    @property
+    def rtol(self) -> float:
+        return self._tolerance(self.declared_rtol)
+
+    def _tolerance(self, declared: float | None) -> float:
+        """The problem's own where it set one and runs at its own precision, else the precision's."""
+        if declared is not None and self.precision == self.own_precision:
+            return declared
+        return PRECISION_TOL[self.precision]
 
 
 def declared_string(source: str, name: str) -> str:
@@ -218,28 +250,33 @@ def load_problem(path: str | Path) -> Problem:
         json.dumps(cpu_sizes)
     except TypeError as e:
         raise _file_error(p, f"CPU_SIZES values must be plain numbers/lists: {e}") from e
-    tolerances = {}
+    tolerances: dict[str, float | None] = {}
     for name in ("ATOL", "RTOL"):
         try:
-            tolerances[name] = float(getattr(module, name, DEFAULT_TOL))
+            tolerances[name] = float(getattr(module, name)) if hasattr(module, name) else None
         except (TypeError, ValueError) as e:
             raise _file_error(p, f"{name} must be a number: {e}") from e
     text: dict[str, str] = {}
-    for name in ("LIBRARY", "ROOFLINE_DTYPE"):
+    for name in ("LIBRARY", "ROOFLINE_DTYPE", "PRECISION"):
         value = declared_string(source, name)
         if hasattr(module, name) and getattr(module, name) != value:
             raise _file_error(p, f"{name} must be a module-level string literal")
         text[name] = value.strip()
     if text["ROOFLINE_DTYPE"] not in ("", *ROOFLINE_DTYPES):
         raise _file_error(p, f"ROOFLINE_DTYPE must be one of {ROOFLINE_DTYPES}, not {text['ROOFLINE_DTYPE']!r}")
+    own = text["PRECISION"] or DEFAULT_PRECISION
+    if own not in PRECISIONS:
+        raise _file_error(p, f"PRECISION must be one of {tuple(PRECISIONS)}, not {own!r}")
     return Problem(
         name=p.stem,
         path=p.resolve(),
         source=source,
         level=_level_of(p),
         cpu_sizes=cpu_sizes,
-        atol=tolerances["ATOL"],
-        rtol=tolerances["RTOL"],
+        precision=own,
+        own_precision=own,
+        declared_atol=tolerances["ATOL"],
+        declared_rtol=tolerances["RTOL"],
         library=text["LIBRARY"],
         roofline_dtype=text["ROOFLINE_DTYPE"],
     )

@@ -106,6 +106,9 @@ class RunConfig:
         d = dict(d)
         ev = dict(d.pop("eval"))
         timing, limits = TimingConfig(**ev.pop("timing")), Limits(**ev.pop("limits"))
+        if "precision" not in ev:  # a run made before the precision modes keeps the tolerance it was run at
+            ev["atol"] = 1e-2 if ev.get("atol") is None else ev["atol"]
+            ev["rtol"] = 1e-2 if ev.get("rtol") is None else ev["rtol"]
         known = {f.name for f in fields(cls)}
         d.setdefault("playbook", "off")  # a run made before the playbook keeps the prompts it had
         return cls(

@@ -18,7 +18,7 @@ from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.llm.base import LLMError, LLMRequest, LLMResponse, Provider
 from kernelsearch.llm.client import LLMClient
 from kernelsearch.llm.extract import extract_code, read_ideas
-from kernelsearch.llm.prompts import Feedback, PromptLibrary
+from kernelsearch.llm.prompts import Feedback, PromptLibrary, numerics_text
 from kernelsearch.playbook import Choice, choose, render, serves
 from kernelsearch.problems.loader import Problem
 from kernelsearch.search.budgets import BudgetStop, Spent, llm_stop
@@ -157,8 +157,10 @@ class Proposer:
                 about: str | None = None, **context: Any) -> LLMRequest:
         """``about``: the kernel the prompt is about (None: the reference), for the playbook."""
         notes = self.playbook(about)
+        at, atol, rtol = self.config.eval.numerics(self.problem)
         ctx = {
             "problem_name": self.problem.name, "problem_source": self.problem.source,
+            "numerics": numerics_text(at.precision, atol, rtol),
             "backend": self.config.backend, "hardware": self.config.hardware or None,
             "playbook": render(notes, code=self.config.playbook == "on" and template in CODE_TEMPLATES,
                                problem=self.problem.name), **context,

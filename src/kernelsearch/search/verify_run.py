@@ -18,7 +18,8 @@ from kernelsearch.search.store import RunStore
 
 
 def verify_best(run_dir: str | Path, top: int = 1, trials: int = 10, sanitize: bool | None = None,
-                run_id: str | None = None, processes: int = DEFAULT_PROCESSES) -> list[VerifyResult]:
+                run_id: str | None = None, processes: int = DEFAULT_PROCESSES,
+                precision: str | None = None) -> list[VerifyResult]:
     """Verify until the run's ``top`` best kernels have all passed a verification (failed ones
     leave the ranking, so the next in line gets verified), or no correct kernel is left. A
     passing kernel's timing is then confirmed over ``processes`` fresh processes (0: not), which
@@ -29,6 +30,8 @@ def verify_best(run_dir: str | Path, top: int = 1, trials: int = 10, sanitize: b
         run = store.run(run_id)
         problem = load_problem(problem_file(store, run.problem_id))
         config, archive = run.config.eval, store.archive
+        if precision is not None:  # another precision than the run's: its default tolerance too
+            config = config.with_(precision=precision, atol=None, rtol=None)
         compile_ms = _compile_ms(archive, problem, config)
         def unfinished(candidate_id: str) -> bool:
             ver = archive.verification(candidate_id)

@@ -14,6 +14,7 @@ from kernelsearch.evaluator.worker.common import (
     _timing_inputs,
     make_inputs,
     make_model,
+    param_digest,
 )
 
 
@@ -32,11 +33,13 @@ def run_judge(job: dict, ch: Channel) -> None:
     vacuity = bool(job.get("guard_vacuous", False))
     problem = load_module(Path(job["problem_path"]), device=_size_device(job), name="ks_reference_problem")
     ch.send("info", device_name=_device_name(device), torch_version=torch.__version__)
-    model = make_model(problem.Model, problem, job["init_seed"], device)
+    prec = job.get("precision")
+    model = make_model(problem.Model, problem, job["init_seed"], device, prec)
+    ch.send("params", digest=param_digest(model))
 
     def reference(seed: int) -> list:
         with torch.no_grad():
-            out = model(*make_inputs(problem, seed, device, job.get("distribution", "normal")))
+            out = model(*make_inputs(problem, seed, device, job.get("distribution", "normal"), prec))
         return [out] if isinstance(out, torch.Tensor) else list(out)
 
     load = outputs.load

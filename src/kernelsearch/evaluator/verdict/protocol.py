@@ -12,7 +12,7 @@ import re
 
 from kernelsearch.evaluator.config import ORDER_FILE, TimingConfig
 
-_ONCE = ("built", "timing", "done", "observed", "profile", "stream_order")
+_ONCE = ("built", "timing", "done", "observed", "profile", "stream_order", "params")
 _SPOT_FILE = re.compile(r"timed\d+\.kst")
 
 

@@ -119,6 +119,7 @@ class EvalResult:
     eval_s: float | None = None
     atol: float | None = None
     rtol: float | None = None
+    precision: str = ""  # what parameters, buffers and inputs were cast to ("fp32", "fp16", "bf16")
     seed: int | None = None
     isolation: str = ""  # how the candidate's worker was sandboxed (WorkerOutcome.isolation)
     # how the outputs reached the judge: "device N/M" (N of M in device memory), else "files"
@@ -177,6 +178,7 @@ class EvalResult:
             "speedup_vs_compile": self.speedup_vs_compile,
             "max_abs_error": self.max_abs_error,
             "norm_error": self.norm_error,
+            "precision": self.precision,
             "atol": self.atol,
             "rtol": self.rtol,
             "flags": list(self.flags),
@@ -230,6 +232,7 @@ class EvalResult:
             eval_s=d.get("eval_s"),
             atol=d.get("atol"),
             rtol=d.get("rtol"),
+            precision=str(d.get("precision") or ""),
             seed=d.get("seed"),
             isolation=d.get("isolation", ""),
             handover=str(d.get("handover", "")),

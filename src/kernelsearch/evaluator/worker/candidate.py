@@ -18,6 +18,7 @@ from kernelsearch.evaluator.worker.common import (
     load_module_plain,
     make_inputs,
     make_model,
+    param_digest,
 )
 
 
@@ -89,7 +90,7 @@ def run_candidate(job: dict, ch: Channel) -> None:
 
     device = job["device"]
     out_dir = Path(job["out_dir"])
-    dist = job.get("distribution", "normal")
+    dist, prec = job.get("distribution", "normal"), job.get("precision")
     problem = load_module(Path(job["problem_path"]), device=_size_device(job), name="ks_reference_problem")
     # Guards are set up before the candidate is imported, and their bound methods kept here, so
     # that nothing the candidate patches later changes what they check.
@@ -108,8 +109,9 @@ def run_candidate(job: dict, ch: Channel) -> None:
     phase = "init"
     try:
         check_integrity("while the candidate was imported")
-        model = make_model(cand.ModelNew, problem, job["init_seed"], device)
+        model = make_model(cand.ModelNew, problem, job["init_seed"], device, prec)
         check_integrity("while ModelNew was built")
+        ch.send("params", digest=param_digest(model))
         phase = "correctness"
         observer = ComputeObserver()
 
@@ -122,7 +124,7 @@ def run_candidate(job: dict, ch: Channel) -> None:
             return out, fp
 
         for i, seed in enumerate(job["trial_seeds"]):
-            inputs = make_inputs(problem, seed, device, dist)
+            inputs = make_inputs(problem, seed, device, dist, prec)
             originals = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
             _poison(device, max(64 << 20, 2 * _nbytes(inputs)))
             out, fp = call(inputs, f"trial {i}")
@@ -152,9 +154,9 @@ def run_candidate(job: dict, ch: Channel) -> None:
         # profiler has attached CUPTI to (the judge's baselines never do either)
         phase = "profile"
         if device == "cuda" and job.get("kernel_names") is not None:
-            _profile_check(model, make_inputs(problem, job["trial_seeds"][0], device, dist), job["kernel_names"], ch)
+            _profile_check(model, make_inputs(problem, job["trial_seeds"][0], device, dist, prec), job["kernel_names"], ch)
         elif device == "cpu" and job.get("profile"):
-            _profile_cpu(model, make_inputs(problem, job["trial_seeds"][0], device, dist), ch)
+            _profile_cpu(model, make_inputs(problem, job["trial_seeds"][0], device, dist, prec), ch)
     except GuardViolation as e:
         ch.send("error", phase=phase, kind="rejected", message=str(e)[:4000])
         return
@@ -178,7 +180,7 @@ def _stream_order(check, model, problem, job: dict, ch: Channel, before, after, 
     device, dist, seeds = job["device"], job.get("distribution", "normal"), job["order_seeds"]
 
     def inputs(k: int) -> list:
-        args = make_inputs(problem, seeds[k], device, dist)
+        args = make_inputs(problem, seeds[k], device, dist, job.get("precision"))
         _poison(device, max(64 << 20, 2 * _nbytes(args)))
         return args
 

@@ -40,8 +40,9 @@ def _seeded(seed: int):
         torch.cuda.manual_seed_all(seed)
 
 
-def make_inputs(module, seed: int, device: str, distribution: str = "normal") -> list:
-    """Same seed, same device, same inputs: in the candidate's process and in the judge's."""
+def make_inputs(module, seed: int, device: str, distribution: str = "normal", precision: str | None = None) -> list:
+    """Same seed, same device, same inputs: in the candidate's process and in the judge's. Drawn
+    on the device (both sides draw the same ones), then floating tensors cast to ``precision``."""
     import torch
 
     from kernelsearch.evaluator.worker.distributions import transform
@@ -50,7 +51,17 @@ def make_inputs(module, seed: int, device: str, distribution: str = "normal") ->
     with torch.device(device):
         inputs = transform(list(module.get_inputs()), distribution)
     _hide_seed()
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+    return [cast(x.to(device), precision) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def cast(x, precision: str | None):
+    """A floating tensor in ``precision``'s dtype; integer and bool tensors as they are (KernelBench
+    casts those too, which turns a class-index target into floats: a named difference)."""
+    import torch
+
+    if precision is None or not x.is_floating_point():
+        return x
+    return x.to(getattr(torch, _dtype_name(precision)))
 
 
 def _hide_seed() -> None:
@@ -66,17 +77,49 @@ def _size_device(job: dict) -> str:
     return "cpu" if job.get("small_sizes") else job["device"]
 
 
-def make_model(cls, module, seed: int, device: str):
-    """``cls`` built from the problem's init inputs under ``seed``, in the mode the problem runs
-    in (``in_eval_mode``); the forward runs under no_grad either way."""
+def make_model(cls, module, seed: int, device: str, precision: str | None = None):
+    """``cls`` built as KernelBench builds Model and ModelNew: the init inputs drawn after the
+    seed, the module made on the CPU after the seed again, then moved to ``device`` and its
+    floating parameters and buffers cast to ``precision``; in the mode the problem runs in
+    (``in_eval_mode``). On the CPU, weights a module makes with the legacy constructor
+    (``torch.Tensor(n, m)``, always on the CPU) come from the same generator as an ``nn``
+    module's, so a kernel that initialises them as its module does gets the reference's
+    weights; under ``with torch.device("cuda")`` they did not. The forward runs under no_grad
+    either way."""
     import torch
 
     from kernelsearch.problems.loader import set_mode
 
     _seeded(seed)
-    with torch.device(device):
-        model = cls(*module.get_init_inputs())
-    return set_mode(model.to(device), module)
+    init = [cast(x.to(device), precision) if isinstance(x, torch.Tensor) else x for x in module.get_init_inputs()]
+    _seeded(seed)
+    with torch.device("cpu"), torch.no_grad():
+        model = cls(*init)
+    model = model.to(device)
+    if precision is not None:
+        model = model.to(getattr(torch, _dtype_name(precision)))
+    return set_mode(model, module)
+
+
+def param_digest(model) -> list[list]:
+    """Shape, sum and sum of magnitudes of each floating parameter and buffer: enough for the
+    parent to tell a candidate whose weights were made differently from the reference's (a
+    hint in an ``incorrect`` reason, never part of a verdict)."""
+    import torch
+
+    out = []
+    with torch.no_grad():
+        for t in list(model.parameters()) + list(model.buffers()):
+            if t.is_floating_point() and t.numel():
+                d = t.detach().double()
+                out.append([list(t.shape), float(d.sum()), float(d.abs().sum())])
+    return out[:512]
+
+
+def _dtype_name(precision: str) -> str:
+    from kernelsearch.problems.loader import PRECISIONS
+
+    return PRECISIONS[precision]
 
 
 def _device_name(device: str) -> str:
@@ -101,9 +144,10 @@ def _timing_inputs(problem, job: dict, tcfg) -> tuple[list, object]:
     """The timed loop's inputs, the same way for candidate and baselines: a fresh set per call
     from its own seed when the job carries one seed per call, else a few sets rotated."""
     device, dist, seeds = job["device"], job.get("distribution", "normal"), job["timing_seeds"]
+    precision = job.get("precision")
     if tcfg.fresh_inputs and len(seeds) >= tcfg.warmup + tcfg.max_reps:
-        return [], lambda k: make_inputs(problem, seeds[k], device, dist)
-    return [make_inputs(problem, s, device, dist) for s in seeds], None
+        return [], lambda k: make_inputs(problem, seeds[k], device, dist, precision)
+    return [make_inputs(problem, s, device, dist, precision) for s in seeds], None
 
 
 def load_module_plain(path: Path, name: str):

@@ -20,6 +20,8 @@ pool_size = 2
 # over the 512 MiB conv output: bias add (r+w), ReLU (r+w), max-pool (reads it, writes 128 MiB
 # of values and 256 MiB of int64 indices) = 3.1 GB at ~3.0 TB/s = 1.03 ms.
 # Measured once on an H200 (~4.3 TB/s, same fp32 peak; torch 2.11): 2.31 ms median.
+ATOL = 1e-2  # cuDNN runs fp32 convolutions in TF32 by default: the reference is itself ~1e-3 off
+RTOL = 1e-2
 CPU_SIZES = {
     "batch_size": 4,
     "in_channels": 32,

@@ -20,6 +20,8 @@ width = 64
 # = 1.24 ms (compute-bound); with A = 256 MiB per activation, the two batch norms (2A each),
 # two ReLUs (2A each) and the residual add (3A) move 11A = 2.95 GB at ~3.0 TB/s = 0.98 ms.
 # Measured once on an H200 (~4.3 TB/s, same fp32 peak; torch 2.11): 2.20 ms median.
+ATOL = 1e-2  # cuDNN runs fp32 convolutions in TF32 by default: the reference is itself ~1e-3 off
+RTOL = 1e-2
 CPU_SIZES = {"batch_size": 4, "channels": 32, "height": 32, "width": 32}
 EVAL_MODE = True  # inference: the batch norms' running statistics, not the batch's
 

@@ -19,6 +19,7 @@ N = 8192
 # CPU: three different sizes, so a kernel that mixes up M, K and N fails there too
 CPU_SIZES = {"M": 96, "K": 160, "N": 128}
 
+PRECISION = "fp16"  # its inputs' dtype: the default, fp32, would cast them up
 LIBRARY = "cuBLAS (torch.matmul, fp16 tensor cores)"
 
 # Honest kernels (fp16 operands, fp32 accumulation, any order or split-K, fp16 output) differ

@@ -15,6 +15,7 @@ K = 8192
 N = 8192
 CPU_SIZES = {"M": 96, "K": 160, "N": 128}
 
+PRECISION = "bf16"  # its inputs' dtype: the default, fp32, would cast them up
 LIBRARY = "cuBLAS (torch.matmul, bf16 tensor cores)"
 
 # bf16 keeps 8 bits of mantissa: one rounding of the output is up to 2^-8 relative (0.03 at

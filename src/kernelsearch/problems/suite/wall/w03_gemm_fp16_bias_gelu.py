@@ -19,6 +19,7 @@ K = 8192
 N = 8192
 CPU_SIZES = {"M": 96, "K": 160, "N": 128}
 
+PRECISION = "fp16"  # its inputs' dtype: the default, fp32, would cast them up
 LIBRARY = "cuBLAS GEMM (torch.matmul, fp16) + PyTorch's add and GELU kernels, unfused"
 
 # As for the plain fp16 GEMM (w01): honest kernels differ by about one fp16 rounding of the

@@ -24,6 +24,7 @@ seq = 2048
 head_dim = 128
 CPU_SIZES = {"batch": 2, "heads": 2, "seq": 96, "head_dim": 32}
 
+PRECISION = "fp16"  # its inputs' dtype: the default, fp32, would cast them up
 LIBRARY = "SDPA (scaled_dot_product_attention, flash backend)"
 
 # Flash kernels differ from one another by the fp16 rounding of the probabilities before P @ V

@@ -16,6 +16,7 @@ K = 32768
 N = 1024
 CPU_SIZES = {"M": 96, "K": 1024, "N": 64}
 
+PRECISION = "fp16"  # its inputs' dtype: the default, fp32, would cast them up
 LIBRARY = "cuBLAS (torch.matmul, fp16 tensor cores)"
 
 # As for w01_gemm_fp16: honest kernels (fp32 accumulation in any order or split, one fp16
