@@ -21,6 +21,7 @@ Run the corpus alone with ``python -m pytest -m redteam``.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import re
 from dataclasses import dataclass, fields
@@ -110,10 +111,27 @@ def redteam_archive(tmp_path_factory):
         yield a
 
 
+# Python DSLs a GPU machine may lack: their items are skipped there, saying what to install
+_DSL_PACKAGES = {"cute": ("cutlass.cute", "cute"), "tilelang": ("tilelang", "tilelang")}
+
+
+def _missing_dsl(case: Case) -> str:
+    module, extra = _DSL_PACKAGES.get(Candidate.from_file(case.path).backend, ("", ""))
+    if not module:
+        return ""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    return "" if found else f"{module} is not installed (pip install -e '.[{extra}]')"
+
+
 def _marks(case: Case) -> list:
     marks = [pytest.mark.redteam]
     if case.device == "cuda":
         marks.append(pytest.mark.gpu)
+        if why := _missing_dsl(case):
+            marks.append(pytest.mark.skip(reason=why))
     return marks
 
 

@@ -7,8 +7,11 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-BACKENDS = ("cuda", "triton", "cpp", "torch")
-DEVICE_BACKENDS = {"cpu": ("cpp", "torch"), "cuda": ("cuda", "triton", "torch")}
+BACKENDS = ("cuda", "triton", "cute", "tilelang", "cpp", "torch")
+DEVICE_BACKENDS = {"cpu": ("cpp", "torch"), "cuda": ("cuda", "triton", "cute", "tilelang", "torch")}
+# Python DSLs recognised by the top-level package a candidate imports; CuTe DSL is CUTLASS's
+# (``import cutlass.cute as cute``), so ``cutlass`` alone means cute.
+_DSL_IMPORTS = {"triton": "triton", "cutlass": "cute", "tilelang": "tilelang"}
 
 
 @dataclass(frozen=True)
@@ -34,24 +37,30 @@ class Candidate:
 
 
 def detect_backend(source: str) -> str:
-    """cuda if load_inline gets cuda_sources, triton if triton is imported, cpp if load_inline
-    gets only C++ sources, else torch (no custom kernel at all)."""
+    """cuda if load_inline gets cuda_sources; else the Python DSL imported (triton, cute for
+    ``cutlass``/``cutlass.cute``, tilelang); cpp if load_inline gets only C++ sources; else torch
+    (no custom kernel at all). A DSL beats cpp: its kernels are what a ``load_inline`` helper
+    beside them would feed."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return _detect_by_text(source)
-    uses_triton, inline_kwargs = False, []
+    dsls: list[str] = []
+    inline_kwargs = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "triton" for a in node.names):
-            uses_triton = True
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "triton":
-            uses_triton = True
+        tops: list[str] = []
+        if isinstance(node, ast.Import):
+            tops = [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            tops = [(node.module or "").split(".")[0]]
         elif isinstance(node, ast.Call) and _call_name(node.func) in ("load_inline", "load"):
             inline_kwargs.append({k.arg for k in node.keywords})
+        dsls += [_DSL_IMPORTS[t] for t in tops if t in _DSL_IMPORTS]
     if any("cuda_sources" in kw for kw in inline_kwargs):
         return "cuda"
-    if uses_triton:
-        return "triton"
+    for backend in ("triton", "cute", "tilelang"):  # one file importing two DSLs: the first listed
+        if backend in dsls:
+            return backend
     if inline_kwargs:
         return "cpp"
     return "torch"
@@ -60,8 +69,9 @@ def detect_backend(source: str) -> str:
 def _detect_by_text(source: str) -> str:
     if "cuda_sources" in source:
         return "cuda"
-    if "import triton" in source or "from triton" in source:
-        return "triton"
+    for module, backend in _DSL_IMPORTS.items():
+        if f"import {module}" in source or f"from {module}" in source:
+            return backend
     if "load_inline" in source:
         return "cpp"
     return "torch"

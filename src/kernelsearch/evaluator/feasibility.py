@@ -21,6 +21,7 @@ What each worker holds at its peak (the two run one after the other, never at on
   same phase covers it; on the CPU it is not counted yet.
 - judge: parameters, one set of inputs, the candidate's output read back, the reference's
   forward (its output included) and the comparison's float64 temporaries of one slice.
+- on CUDA both also hold the parameters in host memory while the model is built on the CPU.
 
 The forward's working memory is the peak of the tensors one forward has alive at once, traced
 on meta; where that trace is missing, the outputs stand for it. Both roles also need a CUDA
@@ -170,6 +171,11 @@ def fit_reason(problem: Problem, config: EvalConfig) -> str:
     if need is None:
         return ""
     if config.device == "cuda":
+        # both models are built on the CPU first (worker/common.py make_model), as KernelBench builds them
+        host = min(config.limits.memory_bytes, available_memory() or config.limits.memory_bytes)
+        if need.params + CPU_RESERVE > host:
+            return (f"does not fit in host memory: its parameters ({_gb(need.params)}) are built on the CPU before "
+                    f"they move to the GPU, as KernelBench builds them; the worker may hold {_gb(host)}")
         gpu = gpu_memory(config)
         if gpu is not None:
             total, name = gpu

@@ -122,9 +122,13 @@ def native_compute(sources: list[str]) -> list[str]:
 
 def defined_kernels(sources: list[str], python_source: str) -> list[str]:
     """Names of the kernels a candidate defines: CUDA ``__global__`` functions and
-    ``@triton.jit`` functions."""
+    ``@triton.jit`` functions. CuTe DSL and TileLang kernels are not named here: the GPU names
+    them after a mangled signature, and their launches are counted instead."""
     code = re.sub(r"__launch_bounds__\s*\([^)]*\)", " ", _strip_comments("\n".join(sources)))
     names = re.findall(r"__global__\s+[^;{(]*?\b(\w+)\s*(?:<[^;{(]*>)?\s*\(", code)
-    names += re.findall(r"@(?:triton\.)?jit[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+(\w+)", python_source)
-    names += re.findall(r"@triton\.autotune\([\s\S]*?\)\s*\n\s*@(?:triton\.)?jit[^\n]*\n\s*def\s+(\w+)", python_source)
+    # a bare @jit is Triton's only where Triton is imported: TileLang's @jit names a host
+    # function, not the GPU kernel the profiler would see
+    jit = r"@(?:triton\.)?jit" if re.search(r"^\s*(?:import|from)\s+triton\b", python_source, re.M) else r"@triton\.jit"
+    names += re.findall(jit + r"[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+(\w+)", python_source)
+    names += re.findall(r"@triton\.autotune\([\s\S]*?\)\s*\n\s*" + jit + r"[^\n]*\n\s*def\s+(\w+)", python_source)
     return sorted(set(names))

@@ -50,9 +50,17 @@ def _classify_import_error(e: BaseException) -> str:
 
 
 def _is_compile_exception(e: BaseException) -> bool:
-    """Triton compiles on the first call; its failures are compile errors, not runtime ones."""
-    mod = type(e).__module__ or ""
-    return mod.startswith("triton") and "Compil" in type(e).__name__
+    """Triton, CuTe DSL and TileLang compile on the first call; their compiler's failures are
+    compile errors, not runtime ones."""
+    mod, name = type(e).__module__ or "", type(e).__name__
+    if mod.startswith(("cutlass", "tilelang", "tvm")):
+        return "Compil" in name or name in _DSL_COMPILE_ERRORS
+    return mod.startswith("triton") and "Compil" in name
+
+
+# the DSLs' own errors raised while parsing, checking or lowering a kernel (not while it runs)
+_DSL_COMPILE_ERRORS = frozenset({"DSLAstPreprocessorError", "DSLOperationBuildError", "DSLUserCodeError",
+                                 "DiagnosticError", "ParserError", "ScheduleError", "EagerJITBuildError"})
 
 
 def build(job: dict, ch: Channel):

@@ -6,7 +6,8 @@ and timed calls alike, outside the timed region) the worker checks that:
 - the output is a plain tensor on the evaluation device (no lazy subclass, no meta tensor);
 - no thread started by the call is still running after it returned (thread pools may appear
   on the first call only);
-- a ``cpp``/``cuda``/``triton`` candidate called into its own compiled code on that call;
+- a ``cpp``/``cuda``/``triton``/``cute``/``tilelang`` candidate called into its own compiled code on
+  that call;
 - the timers, torch functions and harness functions are the objects they were before the
   candidate was imported;
 - the output does not change after forward returned: fingerprinted at once, again after a
@@ -27,10 +28,20 @@ import torch
 
 from kernelsearch.evaluator.worker.fingerprint import fingerprint
 from kernelsearch.evaluator.worker.integrity import Integrity
-from kernelsearch.evaluator.worker.launches import ExtensionCalls, TritonLaunches
+from kernelsearch.evaluator.worker.launches import (
+    CuteLaunches,
+    DslLaunches,
+    ExtensionCalls,
+    TileLangLaunches,
+    TritonLaunches,
+)
 
 _SETTLE_S = 0.002  # pause before the second fingerprint: time for stray work to show itself
 _GRACE_S = 0.2  # a thread joined just before return may linger in /proc a moment (more under load)
+
+
+# Python DSLs whose kernel launches are counted like Triton's (worker/launches.py)
+_DSL_COUNTERS: dict[str, type[DslLaunches]] = {"cute": CuteLaunches, "tilelang": TileLangLaunches}
 
 
 class GuardViolation(Exception):
@@ -89,11 +100,13 @@ class CallGuard:
         self.device = device
         self.backend = backend
         self.threads = ThreadWatch(first_call_allowance)
-        self.launches: ExtensionCalls | TritonLaunches | None = None
+        self.launches: ExtensionCalls | TritonLaunches | DslLaunches | None = None
         if backend in ("cpp", "cuda"):
             self.launches = ExtensionCalls()
         elif backend == "triton" and device == "cuda":
             self.launches = TritonLaunches()
+        elif backend in _DSL_COUNTERS and device == "cuda":
+            self.launches = _DSL_COUNTERS[backend]()
         self.integrity: Integrity | None = None
         self._kept: list[tuple[str, object, tuple[int, ...]]] = []
         self._count0 = 0

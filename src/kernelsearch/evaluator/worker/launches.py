@@ -1,5 +1,5 @@
-"""What actually ran on the forward path: calls into the candidate's compiled extension, Triton
-launches, PyTorch compute, and (on CUDA) the kernels the profiler saw.
+"""What actually ran on the forward path: calls into the candidate's compiled extension, Triton,
+CuTe DSL and TileLang launches, PyTorch compute, and (on CUDA) the kernels the profiler saw.
 
 A candidate can declare a kernel and never use it: a ``load_inline`` in dead code makes it a
 "cpp" candidate, a branch routes real inputs to PyTorch, an extension function does nothing
@@ -132,6 +132,65 @@ class TritonLaunches:
 
         JITFunction.run = counted
         return [(JITFunction, "run")]
+
+
+class DslLaunches:
+    """Counts launches of a Python DSL's compiled kernels by wrapping the methods every launch
+    goes through (``HOOKS``: module, class, method). A DSL that is not installed, or a release
+    without one of the hooked classes, hooks what it can; the profiler still looks."""
+
+    HOOKS: tuple[tuple[str, str, str], ...] = ()
+    LABEL = "DSL kernels"
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.loads = 1  # a DSL kernel is compiled on use: there is no load step to wait for
+        self.functions: list[str] = [self.LABEL]
+
+    def install(self) -> list[tuple[object, str]]:
+        import importlib
+
+        hooked: list[tuple[object, str]] = []
+        for module, cls_name, method in self.HOOKS:
+            try:
+                owner = getattr(importlib.import_module(module), cls_name)
+            except Exception:  # noqa: BLE001 - missing package, release or optional dependency
+                continue
+            original = owner.__dict__.get(method)
+            if original is None:
+                continue
+            setattr(owner, method, self._counting(original))
+            hooked.append((owner, method))
+        return hooked
+
+    def _counting(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def counted(*args, **kwargs):
+            self.count += 1
+            return fn(*args, **kwargs)
+
+        return counted
+
+
+class CuteLaunches(DslLaunches):
+    """CuTe DSL (nvidia-cutlass-dsl): a ``cute.compile``d function, and a ``@cute.jit`` function
+    called directly, both run through ``JitExecutor.run_compiled_program``; functions compiled
+    for TVM FFI (``--enable-tvm-ffi``) are called through their own ``__call__``."""
+
+    HOOKS = (
+        ("cutlass.base_dsl.jit_executor", "JitExecutor", "run_compiled_program"),
+        ("cutlass.cutlass_dsl.tvm_ffi_provider", "TVMFFIJitCompiledFunction", "__call__"),
+        ("cutlass.cutlass_dsl.tvm_ffi_provider", "TVMFFIJitCompiledFunctionWithKwargs", "__call__"),
+    )
+    LABEL = "CuTe DSL kernels"
+
+
+class TileLangLaunches(DslLaunches):
+    """TileLang: ``tilelang.compile`` and ``@tilelang.jit`` hand back a ``JITKernel``; calling it
+    (and the eager ``@tilelang.jit`` call, which calls it) runs the kernel."""
+
+    HOOKS = (("tilelang.jit.kernel", "JITKernel", "__call__"),)
+    LABEL = "TileLang kernels"
 
 
 def profile_kernels(call: Callable[[], object]) -> dict:
