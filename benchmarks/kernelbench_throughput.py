@@ -687,6 +687,7 @@ def ks_from_archive(entries: list[dict], home: Path, verdicts: list[dict]) -> tu
     """Verdicts of a bench stopped at the budget (no JSON printed): whatever reached the archive."""
     try:
         from kernelsearch.archive.db import Archive
+        from kernelsearch.evaluator.candidate import Candidate
         from kernelsearch.problems.loader import load_problem
     except ImportError:
         return 0, verdicts
@@ -698,7 +699,9 @@ def ks_from_archive(entries: list[dict], home: Path, verdicts: list[dict]) -> tu
         for e in entries:
             try:
                 problem = load_problem(home.parent / "ks" / "problems" / e["file"])
-                found = archive.evaluations(problem.id)
+                # two pairs may share a problem's source (and so its id): the candidate tells them apart
+                cand = Candidate.from_file(home.parent / "ks" / "solutions" / e["file"]).id
+                found = [r for r in archive.evaluations(problem.id) if r.candidate_id == cand]
             except Exception:  # noqa: BLE001 - best effort after a stop
                 continue
             if found:

@@ -97,7 +97,7 @@ def _config(case: Case, home: Path) -> EvalConfig:
                          timing=TimingConfig(warmup=1, min_reps=5, max_reps=20, budget_s=2.0, spot_checks=2),
                          limits=Limits(build_timeout_s=600, run_timeout_s=60, memory_bytes=3 << 30,
                                        output_bytes=1 << 20))
-    types = {f.name: str(f.type) for f in fields(EvalConfig)}
+    types = {f.name: str(f.type).removesuffix(" | None") for f in fields(EvalConfig)}
     cast = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true", "yes")}
     return cfg.with_(**{k: cast.get(types[k], str)(v) for k, v in case.config.items()})
 

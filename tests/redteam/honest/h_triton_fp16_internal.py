@@ -1,9 +1,11 @@
 """Triton kernel that computes 2a + b in float16 registers and stores float32: lower precision
-inside, within the problem's tolerance."""
+inside, within a tolerance that admits it (1e-2, KernelBench v0.1's; fp32's default 1e-4 does
+not, as KernelBench v0.2's does not)."""
 # class: B
 # expect: correct | reason: checks passed
 # problem: scale_add
 # device: cuda
+# config: atol=0.01, rtol=0.01
 # flags: none
 
 import torch
