@@ -1,8 +1,11 @@
-"""Lint test: 1 + 1e-4 * x varies with x, but far less than the default tolerance, so the
+"""Lint test: 1 + 1e-4 * x varies with x, but far less than a tolerance of 1e-2 (KernelBench v0.1's default), so the
 constant 1 passes."""
 
 import torch
 import torch.nn as nn
+
+ATOL = 1e-2
+RTOL = 1e-2
 
 n = 4096
 

@@ -1,8 +1,11 @@
-"""Lint test: softmax over a long row with the default atol (1e-2): every value is ~1/dim, so an
+"""Lint test: softmax over a long row at atol 1e-2 (KernelBench v0.1's default): every value is ~1/dim, so an
 all-zeros output passes."""
 
 import torch
 import torch.nn as nn
+
+ATOL = 1e-2
+RTOL = 1e-2
 
 rows = 4
 dim = 1 << 16
