@@ -18,7 +18,7 @@ Resumable across calls: every finished problem is appended to ``OUT/results-<dev
 (and the summary ``OUT/sweep-<device>.json`` rewritten) at once; a later call skips problems
 already judged on that device (also those whose evaluation reached the archive but not the
 file), and tries files that failed to load again (a module may have been installed since).
-Usage (see README, "Running over KernelBench"):
+Usage (see docs/kernelbench.md):
 
     python benchmarks/kernelbench_sweep.py --kernelbench .ext/kernelbench --levels 1,2,3 \\
         --device cuda --part 1/8 --budget-s 480 --out .ext/kb-sweep

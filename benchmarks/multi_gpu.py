@@ -1,4 +1,4 @@
-"""Several GPUs of one host (issue 30): the same candidate set through ``kernelsearch bench`` once
+"""Several GPUs of one host: the same candidate set through ``kernelsearch bench`` once
 per configuration (``local:N``: the local executor on GPUs 0..N-1; ``ray:N``: the Ray executor on
 a local Ray instance that sees N GPUs), to see whether N lanes give N times the candidates per
 hour with the same verdicts, and whether a kernel's time on a shared host matches its time from
@@ -125,8 +125,8 @@ def bench_command(cfg: Config, device: str, problems: Path, solutions: Path, arc
             env["RAY_OVERRIDE_RESOURCES"] = json.dumps({"GPU": cfg.n})
         else:
             cmd += ["--lanes", str(cfg.n)]
-        # the lent machines' MemTotal starts far below their memory limit and grows as memory is
-        # used (KINDS.md), so Ray's out-of-memory monitor could kill a task that fits
+        # on some container hosts MemTotal starts far below the memory limit and grows as memory is
+        # used, so Ray's out-of-memory monitor could kill a task that fits
         env["RAY_memory_monitor_refresh_ms"] = "0"
     return cmd + list(args.bench_arg or []), env
 

@@ -24,7 +24,7 @@ Phases (the same `--work DIR` each time; each may be repeated and picks up where
               roofline floor, fast_1 against eager and torch.compile, correct rate, candidates,
               tokens; `--json FILE`, `--markdown` (for docs/measurements.md).
 
-Usage (see README, "Benchmark of search quality"):
+Usage (see docs/search.md, "Benchmark of search quality"):
 
     python benchmarks/search_quality.py propose --work .ext/sq --hardware "GPU: NVIDIA H100 ..."
     python benchmarks/search_quality.py evaluate --work .ext/sq     # on the GPU machine

@@ -13,7 +13,7 @@ Each corpus file says what it expects in a header after its docstring:
                            one of its notes, `errors`, the substring: which layer marked it)
 
 An exploit is caught by a status other than correct, or by the torch_fallback mark: under the
-default policy it is correct with that flag, and a search never ranks it (README, Search).
+default policy it is correct with that flag, and a search never ranks it (docs/search.md).
 
 Run the corpus alone with ``python -m pytest -m redteam``.
 """

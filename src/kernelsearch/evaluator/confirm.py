@@ -2,8 +2,8 @@
 
 One evaluation times a kernel in one candidate process, then eager in one judge process. A
 state of one process or of the machine can move that process's figure by far more than the
-spread it reports for itself (docs/measurements.md, "Sixth round": an 0.306 ms LayerNorm read
-0.40-0.48 ms in some processes, each with a spread under 5 %). A search screens with one
+spread it reports for itself (an 0.306 ms LayerNorm read 0.40-0.48 ms in some processes, each
+with a spread under 5 %; docs/measurements.md). A search screens with one
 process; a figure we publish comes from ``confirm``: ``processes`` evaluations in fresh workers
 (correctness re-checked on one trial each), candidate and eager in alternate processes
 (A/B/A/B...), pooled by their medians. The published spread covers every process's median and

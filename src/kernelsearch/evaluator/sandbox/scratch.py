@@ -3,9 +3,9 @@
 The candidate worker hands every output (the correctness trials, the determinism run, the timed
 spot checks) to the judge as a tensor file. On a disk those writes outrun the page cache's dirty
 limit at a few GiB and then go at the disk's speed: a 2 GiB softmax output cost 25-40 s per
-evaluation on an H100 host (issue 16). A tmpfs (``/dev/shm``) holds them in memory instead, so it
+evaluation on an H100 host. A tmpfs (``/dev/shm``) holds them in memory instead, so it
 is used when it has room for all of them with a margin and the host has the memory to back it;
-otherwise the default temporary directory, as before.
+otherwise the default temporary directory.
 """
 
 from __future__ import annotations

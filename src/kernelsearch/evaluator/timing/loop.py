@@ -8,16 +8,16 @@ busy while the host records the start event and launches the call, so the host's
 before the call's first kernel (~20-50 us, which varied by 20 % between processes) is not
 timed, up to the cover's length; a longer wait for the host is. What the host does in that
 time cannot depend on the call's inputs: they are fresh and on the device, and reading them
-back waits for the flush (docs/measurements.md, "Fourth round").
+back waits for the flush (figures in docs/measurements.md).
 
 Work on side streams counts without the host in the timed window: every non-blocking stream
 the process made waits for the start event (so none of their work runs early under the cover)
 and the end event waits for them, all on the device (``_ShimSides``, through the worker's
 stream shim; without it, torch's pool streams, ``_SideStreams``); a stream the program creates
-without the non-blocking flag is ordered by the legacy default stream the loop runs on. A device-wide
-synchronise before the end event, the earlier way, also timed the host's wake-up and launch,
-15-90 us that drifted within one loop: an RMSNorm kernel of 0.137 ms timed 0.155-0.23 ms
-("Fifth round"). A call that waits for the GPU itself (a synchronise inside it), found by one
+without the non-blocking flag is ordered by the legacy default stream the loop runs on. The end
+is not a device-wide synchronise before the end event: that would also time the host's wake-up
+and launch, 15-90 us that drift within one loop (an RMSNorm kernel of 0.137 ms timed
+0.155-0.23 ms that way). A call that waits for the GPU itself (a synchronise inside it), found by one
 probe call after the warm-up, gets no cover and so needs no hold: the start event on an idle
 GPU, a device-wide synchronise before the end (``_plain_call``).
 
@@ -133,10 +133,10 @@ class _ShimSides:
     """Hold and join through the stream shim (``worker/stream_shim.c``): every non-blocking
     stream the process made, torch's pool streams among them once anything used the pool, and
     any made during the call (the shim holds those as they are made). A process that made none,
-    the usual case, has nothing to hold or join: torch's pool is never touched. Holding the 128
-    pool streams of an H100 in every call put the first timed loop of some processes in a slow
-    mode: a 0.306 ms LayerNorm timed 0.44-0.48 ms for a whole loop, with no late call
-    (docs/measurements.md, "Eighth round")."""
+    the usual case, has nothing to hold or join: torch's pool is never touched, because holding
+    its 128 streams in every call puts the first timed loop of some processes in a slow mode (a
+    0.306 ms LayerNorm timed 0.44-0.48 ms for a whole loop on an H100, with no late call;
+    docs/measurements.md)."""
 
     def __init__(self, shim: StreamShim) -> None:
         self.current = torch.cuda.current_stream()
@@ -168,7 +168,7 @@ def _gpu_call(fn: Callable[..., object], args: Sequence[object], flush: _Flusher
     for the host, whose time is then in the figure. Lateness is judged after the join, the last
     host work before the end event: judged before it, a host slow to issue the join's 256
     calls timed an 0.30 ms LayerNorm at 0.40-0.45 ms in some processes, unflagged
-    (docs/measurements.md, "Sixth round")."""
+    (docs/measurements.md)."""
     start, end, halfway = _Event(enable_timing=True), _Event(enable_timing=True), _Event()
     _cuda_sync()
     if flush is not None:  # no wait between flush and spin: with one, short kernels timed 25-50 % slower

@@ -35,7 +35,7 @@ from kernelsearch.evaluator.worker.streamshim import preload as _preload_shim
 
 # What each role imports before it reads its job (argv[2]): a worker started ahead of its job
 # (sandbox.process.Worker) spends its wait here. torch._dynamo (through integrity) alone took ~4 s of
-# a 10 s start on the lent H100. Nothing here runs candidate code.
+# a 10 s worker start on an H100 host. Nothing here runs candidate code.
 _PRELOAD = {
     "candidate": ("torch.utils.cpp_extension", "torch.profiler", "kernelsearch.evaluator.worker.guards",
                   "kernelsearch.evaluator.timing.loop", "kernelsearch.evaluator.handover.outputs",

@@ -177,7 +177,7 @@ class StreamOrder:
         shim's. With the shim, a stream of the worker's own and no pool: the shim records the
         pool's streams whenever something makes them, and the check does not make them, so a
         candidate that never uses the pool leaves the timed loop nothing to hold (holding the
-        pool's 128 streams slowed some timed loops, "Eighth round"). Without the shim, the pool."""
+        pool's 128 streams in every call put some timed loops in a slow mode). Without the shim, the pool."""
         if self.shim is not None:
             if self._private is None:
                 handle = self.shim.private_stream()
