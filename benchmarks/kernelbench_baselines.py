@@ -43,7 +43,7 @@ METHOD_NOTE = (
     "Method differences on every row: theirs is the mean of 100 calls after 3 warm-up calls "
     "(PyTorch 2.5.0 per their README); ours is the median of the judge's timed loop (fresh "
     "inputs every call, L2 flushed and refilled before each, per-call checks around it; see "
-    "README, 'How a candidate is judged') on this machine's PyTorch."
+    "docs/judging.md) on this machine's PyTorch."
 )
 
 

@@ -167,7 +167,7 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
     shim_env, shim_why = _stream_shim(config)
     if shim_why:
         res.errors.append(f"no stream shim ({shim_why}): the timed loops hold torch's pool streams, which slowed "
-                          "some loops (docs/measurements.md, \"Eighth round\"), and streams the candidate makes "
+                          "some loops when unheld (docs/judging.md), and streams the candidate makes "
                           "itself are neither held in them nor by the stream-order check"[:600])
 
     # 3. the workers' jobs, and the workers started

@@ -86,7 +86,7 @@ SCHEMA: tuple[Column, ...] = (
     Column("verification", "string", "the latest re-verification's reason; null when not re-verified"),
     Column("confirmed_processes", "int64", "fresh processes of the kernel's latest passing confirmation; 0: none"),
     Column("confirmed_ms", "float64", "published time: median over those processes, ms; null when not confirmed"),
-    Column("confirmed_rel_spread", "float64", "spread covering every process's median (README, Published times)"),
+    Column("confirmed_rel_spread", "float64", "spread covering every process's median (docs/judging.md, Published times)"),
     Column("confirmed_eager_ms", "float64", "median eager time over the same processes (A/B), ms"),
     Column("confirmed_speedup_vs_eager", "float64", "confirmed_eager_ms / confirmed_ms"),
     Column("confirmed_speedup_vs_compile", "float64", "compile_ms / confirmed_ms; null without a compile baseline"),
