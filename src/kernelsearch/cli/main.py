@@ -113,9 +113,9 @@ def _archive(args: argparse.Namespace):
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from kernelsearch.evaluator.candidate import Candidate
     from kernelsearch.evaluator.evaluate import evaluate
     from kernelsearch.problems.loader import load_problem
+    from kernelsearch.records.candidate import Candidate
     from kernelsearch.report.terminal import print_result
 
     problem = load_problem(args.problem)
@@ -164,14 +164,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def warn_flagged(problems: list, device: str, precision: str | None = None) -> None:
     """Print the problem linter's warnings and errors (at ``precision``) to stderr; advice only,
     exit codes stay."""
-    from kernelsearch.problems.lint import lint_warnings
+    from kernelsearch.lint.linter import lint_warnings
 
     for line in lint_warnings([p.at(precision) for p in problems], device):
         print(f"kernelsearch: warning: {line} (see `kernelsearch lint`)", file=sys.stderr)
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
-    from kernelsearch.problems.lint import counts, format_text, lint
+    from kernelsearch.lint.linter import counts, format_text, lint
 
     device = args.device or default_device()
     if device == "cuda" and default_device() != "cuda":

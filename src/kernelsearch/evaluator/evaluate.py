@@ -24,7 +24,6 @@ from pathlib import Path
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.builds.cache import build_dir, building
 from kernelsearch.evaluator.builds.stream_shim import ShimUnavailable, shim_path
-from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.evaluator.config import LATE_RETRIES, ORDER_FILE, STREAM_ORDER_CALLS, EvalConfig
 from kernelsearch.evaluator.feasibility import (
     MemoryNeed,
@@ -38,15 +37,16 @@ from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
 from kernelsearch.evaluator.sandbox.scratch import make_workdir
 from kernelsearch.evaluator.screen.python import screen
 from kernelsearch.evaluator.timing.ceilings import ceilings, roofline
+from kernelsearch.evaluator.timing.library import library_share
 from kernelsearch.evaluator.timing.profiling import from_report, ncu_profile, summarise
-from kernelsearch.evaluator.verdict.library import library_share
+from kernelsearch.evaluator.timing.streamshim import ENV as _SHIM_ENV
 from kernelsearch.evaluator.verdict.protocol import protocol_violation
-from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats, TrialCheck
 from kernelsearch.evaluator.verdict.roofline import impossible
 from kernelsearch.evaluator.verdict.weights import init_difference
-from kernelsearch.evaluator.worker.streamshim import ENV as _SHIM_ENV
 from kernelsearch.problems.describe import describe_cached
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.candidate import DEVICE_BACKENDS, Candidate
+from kernelsearch.records.result import EvalResult, Status, TimingStats, TrialCheck
 
 _SIGNALS = {
     signal.SIGSEGV: "segmentation fault",

@@ -14,14 +14,14 @@ from __future__ import annotations
 import shutil
 from dataclasses import asdict, dataclass, field
 
-from kernelsearch.evaluator.candidate import Candidate
+from kernelsearch.evaluator.builds.tool_run import tool_run
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.confirm import Confirmation
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.sandbox.tool_run import tool_run
-from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.evaluator.worker.distributions import DISTRIBUTIONS
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import Status
 
 SANITIZER_TOOLS = ("memcheck", "racecheck")
 _SANITIZER_EXIT = 86

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 
 from kernelsearch.evaluator.builds.prebuild import BuildOutcome
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import _candidate_failure, _verdict, new_result
 from kernelsearch.evaluator.screen.python import screen
-from kernelsearch.evaluator.verdict.records import EvalResult, Status
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import EvalResult, Status
 
 # build-worker kills that the candidate worker's build phase would suffer the same way
 _BUILD_KILLS = ("timeout:build", "memory", "output", "processes")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.screen.normalise import normalised_hash
-from kernelsearch.evaluator.verdict.records import EvalResult, Status
+from kernelsearch.records.result import EvalResult, Status
 
 if TYPE_CHECKING:
     from kernelsearch.executors.base import Job

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsearch.evaluator.builds.cache import build_dir, building
-from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
 from kernelsearch.evaluator.screen.python import screen
+from kernelsearch.records.candidate import DEVICE_BACKENDS, Candidate
 
 BUILT_MARKER = ".ks-built"
 
