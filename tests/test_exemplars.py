@@ -19,10 +19,9 @@ from kernelsearch.playbook.exemplars import (
     EXEMPLAR_DIR,
     PROBLEM_DIR,
     build_sources,
-    exemplars,
     kernel_arch_flags,
 )
-from kernelsearch.playbook.notes import EXEMPLAR_CHARS
+from kernelsearch.playbook.notes import EXEMPLAR_CHARS, exemplars
 from kernelsearch.playbook.select import Choice
 from kernelsearch.records.candidate import Candidate
 from kernelsearch.records.result import Status

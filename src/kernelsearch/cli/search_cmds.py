@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kernelsearch.cli.main import (
+from kernelsearch.cli.common import (
     LOAD_FAILED,
     UsageError,
     add_precision_option,

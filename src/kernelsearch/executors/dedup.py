@@ -24,7 +24,7 @@ from kernelsearch.evaluator.screen.normalise import normalised_hash
 from kernelsearch.records.result import EvalResult, Status
 
 if TYPE_CHECKING:
-    from kernelsearch.executors.base import Job
+    from kernelsearch.executors.job import Job
 
 REUSABLE = {Status.CORRECT, Status.INCORRECT, Status.COMPILE_ERROR, Status.RUNTIME_ERROR, Status.REJECTED}
 

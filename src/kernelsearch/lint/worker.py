@@ -1,6 +1,6 @@
 """The ``lint`` worker role: run each reference the way the harness does and report weak rewards.
 
-Runs inside ``python -m kernelsearch.evaluator.worker`` (the parent is ``problems.lint``), so a
+Runs inside ``python -m kernelsearch.evaluator.worker`` (the parent is ``lint.linter``), so a
 reference that crashes or hangs costs only its own findings. Models and inputs are built with
 the harness's own ``make_model`` / ``make_inputs`` (seeded, at the problem's precision),
 and outputs are judged with the harness's ``compare``, so "passes the tolerance" here means

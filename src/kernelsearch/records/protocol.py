@@ -46,6 +46,12 @@ class Kind(str, Enum):
     FINDING = "finding"  # lint: one finding on one problem
     LINTED = "linted"  # lint: one problem finished
 
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return self.value.__format__(spec)
+
 
 class ProtocolError(ValueError):
     """A message the protocol does not have: an unknown kind, a missing or ill-typed field."""

@@ -103,7 +103,7 @@ def measure(config: EvalConfig) -> Ceilings | None:
                          timeouts={"default": 300.0}, memory_bytes=lim.memory_bytes, output_bytes=lim.output_bytes,
                          file_bytes=lim.file_bytes, sandbox=lim.sandbox, max_tasks=lim.max_tasks,
                          env_extra=config.worker_env())
-    got = out.first("ceilings")
+    got = out.first(Kind.CEILINGS)
     if got is None:
         return None
     try:
