@@ -1,4 +1,4 @@
-"""The profile classifier (evaluator/verdict/library.py): from the kernels one profiled forward
+"""The profile classifier (evaluator/timing/library.py): from the kernels one profiled forward
 ran, as the CUDA worker reports them (`worker/launches.py` ``profile_kernels``), decide whether
 PyTorch's own kernels did the work. Pure Python: fed with report dicts like the worker sends."""
 

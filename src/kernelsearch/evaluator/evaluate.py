@@ -517,7 +517,7 @@ def _observed_torch_compute(cand: WorkerOutcome, res: EvalResult) -> str:
 
 def _library_compute(cand: WorkerOutcome, res: EvalResult) -> str:
     """PyTorch's own kernels doing the work inside a CUDA extension, seen in the profiled
-    forward (verdict/library.py): flags the result and returns a summary, or ""."""
+    forward (timing/library.py): flags the result and returns a summary, or ""."""
     share = library_share(cand.first(Kind.PROFILE)) if res.device == "cuda" else None
     if share is None or not share.fallback:
         return ""
