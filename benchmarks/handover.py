@@ -22,12 +22,12 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.evaluator.handover import vmm
-from kernelsearch.evaluator.judge.codec import read_tensors, write_tensors
+from kernelsearch.evaluator.handover.codec import read_tensors, write_tensors
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
 
 PROBLEM = '''"""Handover benchmark: y = 2x + 1 over a {rows}x{cols} fp32 tensor ({gib:g} GiB output)."""
 

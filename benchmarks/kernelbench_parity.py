@@ -125,8 +125,8 @@ def read_pairs(kbtp_dir: Path | None, parity_dir: Path | None) -> list[tuple[Pai
 
 
 def prepare(args: argparse.Namespace) -> int:
-    from kernelsearch.evaluator.candidate import detect_backend
     from kernelsearch.problems.reference import reference_source
+    from kernelsearch.records.candidate import detect_backend
 
     tp = throughput()
     kb, work = Path(args.kernelbench), Path(args.work)

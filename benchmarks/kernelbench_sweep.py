@@ -40,15 +40,15 @@ from rich.console import Console
 from rich.table import Table
 
 from kernelsearch.archive.db import Archive
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig, default_home
 from kernelsearch.evaluator.evaluate import baseline_key
-from kernelsearch.evaluator.verdict.records import EvalResult
 from kernelsearch.executors import Job, make_executor
+from kernelsearch.lint.linter import cached_lint
 from kernelsearch.problems.describe import describe_cached, format_shape
-from kernelsearch.problems.lint import cached_lint
 from kernelsearch.problems.loader import Problem, ProblemError, import_hint, load_problem
 from kernelsearch.problems.reference import reference_source
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import EvalResult
 
 
 def reference_candidate(problem: Problem) -> Candidate:

@@ -191,8 +191,8 @@ def _sha(path: Path) -> str:
 
 
 def prepare(args: argparse.Namespace) -> int:
-    from kernelsearch.evaluator.candidate import detect_backend
     from kernelsearch.problems.reference import reference_source
+    from kernelsearch.records.candidate import detect_backend
 
     kb, work, candidates = Path(args.kernelbench), Path(args.work), Path(args.candidates)
     missing = [f for f in KB_FILES if not (kb / f).is_file()]
@@ -687,8 +687,8 @@ def ks_from_archive(entries: list[dict], home: Path, verdicts: list[dict]) -> tu
     """Verdicts of a bench stopped at the budget (no JSON printed): whatever reached the archive."""
     try:
         from kernelsearch.archive.db import Archive
-        from kernelsearch.evaluator.candidate import Candidate
         from kernelsearch.problems.loader import load_problem
+        from kernelsearch.records.candidate import Candidate
     except ImportError:
         return 0, verdicts
     path = home / "archive.sqlite"

@@ -160,7 +160,7 @@ def run_warm(job: dict) -> None:
 
 
 def run_time(spec: dict) -> None:
-    from kernelsearch.evaluator.worker import streamshim
+    from kernelsearch.evaluator.timing import streamshim
 
     streamshim.preload(os.environ.get(streamshim.ENV, ""))  # before torch, as in the judge's worker
     import gc

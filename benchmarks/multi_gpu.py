@@ -395,10 +395,10 @@ def warm(args: argparse.Namespace) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     from kernelsearch.evaluator.builds.prebuild import build_one, is_built, needs_build
-    from kernelsearch.evaluator.candidate import Candidate
     from kernelsearch.evaluator.config import EvalConfig
     from kernelsearch.evaluator.evaluate import host_device_name
     from kernelsearch.evaluator.timing.ceilings import ceilings
+    from kernelsearch.records.candidate import Candidate
 
     t0 = time.monotonic()
     cfg = EvalConfig(device=args.device)

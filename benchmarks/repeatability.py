@@ -43,12 +43,12 @@ from rich.table import Table
 
 from kernelsearch.bench import SEEDBANK_DIR
 from kernelsearch.evaluator.builds.prebuild import prebuild
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.confirm import pooled_spread
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.metrics.fastp import speedup_spread
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from throughput import Item, agree, candidate_set, config_for, problem_files  # noqa: E402

@@ -53,7 +53,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kernelsearch.cli.main import default_device, load_problem_set
+from kernelsearch.cli.common import default_device, load_problem_set
 from kernelsearch.cli.main import main as kernelsearch
 from kernelsearch.evaluator.builds.prebuild import prebuild_each
 from kernelsearch.metrics.fastp import clears, correctness_rate, fast_p, geomean

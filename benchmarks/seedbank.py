@@ -24,11 +24,11 @@ from rich.table import Table
 
 from kernelsearch.bench import SEEDBANK_DIR
 from kernelsearch.evaluator.builds.prebuild import prebuild
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.playbook.exemplars import exemplars
+from kernelsearch.playbook.notes import exemplars
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
 
 
 def spread(xs: list[float]) -> str:

@@ -12,10 +12,10 @@ import argparse
 import json
 from pathlib import Path
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
 
 
 def main() -> None:

@@ -17,10 +17,10 @@ from rich.table import Table
 
 from kernelsearch.evaluator.config import TimingConfig
 from kernelsearch.evaluator.timing.loop import time_calls
-from kernelsearch.evaluator.verdict.records import TimingStats
 from kernelsearch.evaluator.worker.common import make_inputs, make_model
 from kernelsearch.problems.describe import describe
 from kernelsearch.problems.loader import load_module, resolve_problems
+from kernelsearch.records.result import TimingStats
 
 
 def main() -> int:

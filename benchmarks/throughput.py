@@ -44,7 +44,6 @@ from rich.table import Table
 
 from kernelsearch.archive import Archive
 from kernelsearch.bench import SEEDBANK_DIR
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.evaluator.screen.normalise import normalised_hash
@@ -53,6 +52,7 @@ from kernelsearch.executors import make_executor
 from kernelsearch.executors.base import Job
 from kernelsearch.metrics.fastp import speedup_spread
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
 
 # GPU shapes: ~128 MiB per tensor, so outputs are quick to check (the suite's are 1-4 GiB)
 GPU_SIZES = {

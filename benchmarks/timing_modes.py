@@ -45,6 +45,7 @@ from kernelsearch.evaluator.config import TimingConfig
 from kernelsearch.evaluator.timing import loop as timing_mod
 from kernelsearch.evaluator.worker import candidate, common
 from kernelsearch.problems.loader import load_module
+from kernelsearch.records.protocol import Kind
 
 MB = 1 << 20
 
@@ -249,9 +250,9 @@ def in_worker(problem_path: Path, cand_path: Path, seeds: list[int]) -> dict:
             candidate.run_candidate(job, ch)
     finally:
         timing_mod.time_calls = real
-    t = ch.first("timing")
+    t = ch.first(Kind.TIMING)
     if not t:
-        return {"error": ch.first("error")}
+        return {"error": ch.first(Kind.ERROR)}
     return {**_summary(t["samples_ms"], layouts[-len(t["samples_ms"]):]), "late": t.get("late")}
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from conftest import DATA
 
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
-from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats
 from kernelsearch.llm.base import LLMRequest, LLMResponse, Provider, Usage
+from kernelsearch.records.result import EvalResult, Status, TimingStats
 from kernelsearch.search.config import Budgets, RunConfig, StrategyParams
 
 PROBLEM = DATA / "problems" / "scale_add.py"

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 from conftest import ROOT
 
 from kernelsearch.evaluator.builds.cache import build_dir, build_lock, building
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig, Limits
+from kernelsearch.records.candidate import Candidate
 
 
 def _dir(tmp_path):

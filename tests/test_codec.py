@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelsearch.evaluator.judge.codec import CodecError, read_tensors, write_tensors
+from kernelsearch.evaluator.handover.codec import CodecError, read_tensors, write_tensors
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool])

@@ -21,9 +21,9 @@ from conftest import DATA, ROOT
 
 from kernelsearch.archive import Archive
 from kernelsearch.archive.db import MIGRATIONS
-from kernelsearch.evaluator.candidate import Candidate
-from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import EvalResult, Status, TimingStats
 
 N_OPENERS = 10
 

@@ -9,9 +9,9 @@ import pytest
 from conftest import DATA
 
 from kernelsearch.bench import run_bench
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.confirm import Confirmation, confirm, pooled_spread
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
 
 PROBLEM = DATA / "problems" / "scale_add.py"
 CORRECT = DATA / "candidates" / "py_correct.py"

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from kernelsearch.bench import SEEDBANK_DIR, solutions_dir
-from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate, detect_backend
 from kernelsearch.evaluator.screen.native import defined_kernels
 from kernelsearch.evaluator.screen.python import screen
 from kernelsearch.evaluator.worker.launches import CuteLaunches, DslLaunches, TileLangLaunches
 from kernelsearch.llm.prompts import PromptLibrary
+from kernelsearch.records.candidate import DEVICE_BACKENDS, Candidate, detect_backend
 
 REDTEAM = Path(__file__).parent / "redteam"
 SEEDS = {"cute": SEEDBANK_DIR / "cute" / "02_softmax.py",

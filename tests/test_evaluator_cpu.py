@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from conftest import DATA
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.evaluate import baseline_key, evaluate
-from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import Status
 
 PROBLEM = DATA / "problems" / "scale_add.py"
 

@@ -16,13 +16,13 @@ import pytest
 from conftest import DATA
 
 from kernelsearch.archive import Archive
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.evaluate import baseline_key, evaluate
 from kernelsearch.evaluator.screen.normalise import normalise_cpp, normalised_hash
-from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats
 from kernelsearch.executors import Job, make_executor
 from kernelsearch.executors.local import LocalExecutor
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import EvalResult, Status, TimingStats
 
 PROBLEM = DATA / "problems" / "scale_add.py"
 CANDS = DATA / "candidates"

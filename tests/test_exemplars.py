@@ -11,21 +11,20 @@ import subprocess
 
 import pytest
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.evaluator.screen.python import screen
-from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.playbook import load_notes, render
 from kernelsearch.playbook.exemplars import (
     EXEMPLAR_DIR,
     PROBLEM_DIR,
     build_sources,
-    exemplars,
     kernel_arch_flags,
 )
-from kernelsearch.playbook.notes import EXEMPLAR_CHARS
+from kernelsearch.playbook.notes import EXEMPLAR_CHARS, exemplars
 from kernelsearch.playbook.select import Choice
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import Status
 
 EXEMPLARS = exemplars()
 

@@ -19,11 +19,11 @@ from search_support import (
 )
 
 from kernelsearch.cli.main import main
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.verify import verify
 from kernelsearch.export import COLUMNS, SCHEMA, export_rows, run_rows
 from kernelsearch.export.rows import LINEAGE_FIELDS
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
 from kernelsearch.search import Budgets, Driver, RunStore, create_run
 from kernelsearch.search.config import RunConfig
 

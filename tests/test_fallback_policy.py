@@ -30,11 +30,11 @@ from search_support import (
     write_replay,
 )
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.verify import Check, VerifyResult
 from kernelsearch.export import run_rows
 from kernelsearch.llm.client import LLMClient
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
 from kernelsearch.search import Budgets, Driver, RunStore, create_run
 from kernelsearch.search.calls import RunCallLog
 from kernelsearch.search.config import RunConfig
@@ -237,7 +237,7 @@ def test_bench_says_which_fast_p_counts_fallbacks(monkeypatch):
     """`bench` reports fast_p with and without marked kernels, and says which is which."""
     import kernelsearch.report.terminal as terminal
     from kernelsearch.bench import BenchSummary
-    from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats
+    from kernelsearch.records.result import EvalResult, Status, TimingStats
 
     def result(name: str, flags: list[str], ms: float) -> EvalResult:
         r = EvalResult(problem=name, problem_id=name, candidate_id=name, backend="cuda", device="cuda",

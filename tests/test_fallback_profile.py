@@ -1,4 +1,4 @@
-"""The profile classifier (evaluator/verdict/library.py): from the kernels one profiled forward
+"""The profile classifier (evaluator/timing/library.py): from the kernels one profiled forward
 ran, as the CUDA worker reports them (`worker/launches.py` ``profile_kernels``), decide whether
 PyTorch's own kernels did the work. Pure Python: fed with report dicts like the worker sends."""
 
@@ -8,14 +8,14 @@ import pytest
 
 from kernelsearch.evaluator.evaluate import _library_compute
 from kernelsearch.evaluator.sandbox.process import WorkerOutcome
-from kernelsearch.evaluator.timing.profiling import from_report
-from kernelsearch.evaluator.verdict.library import (
+from kernelsearch.evaluator.timing.library import (
     FALLBACK_SHARE,
     library_kernel,
     library_share,
     short_name,
 )
-from kernelsearch.evaluator.verdict.records import EvalResult, Status
+from kernelsearch.evaluator.timing.profiling import from_report
+from kernelsearch.records.result import EvalResult, Status
 
 # demangled names as torch.profiler reports them
 ATEN_SOFTMAX = ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "

@@ -23,12 +23,12 @@ import pytest
 from conftest import DATA, ROOT
 
 from kernelsearch.archive import Archive
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.evaluator.sandbox import isolation
 from kernelsearch.evaluator.sandbox.process import run_worker
-from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import Status
 
 PROBLEM = DATA / "problems" / "scale_add.py"
 SANDBOXED = isolation.resolve("auto") == "bwrap"
@@ -161,7 +161,7 @@ KILLED_RUN = r"""
 import sys
 from kernelsearch.archive import Archive
 from kernelsearch.evaluator import evaluate as ev
-from kernelsearch.evaluator.candidate import Candidate
+from kernelsearch.records.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.problems.loader import load_problem
 

@@ -7,11 +7,11 @@ import pytest
 from conftest import DATA
 
 from kernelsearch.bench import SEEDBANK_DIR
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import Status
 
 pytestmark = pytest.mark.gpu
 PROBLEM = DATA / "problems" / "scale_add.py"

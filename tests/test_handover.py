@@ -15,12 +15,12 @@ import pytest
 from conftest import DATA
 
 from kernelsearch.evaluator import evaluate as ev
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.handover import fds
+from kernelsearch.evaluator.handover.codec import write_tensors
 from kernelsearch.evaluator.handover.outputs import Source
-from kernelsearch.evaluator.judge.codec import write_tensors
-from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import Status
 
 PROBLEM = DATA / "problems" / "scale_add.py"
 

@@ -10,12 +10,12 @@ import sys
 import pytest
 from conftest import DATA
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.evaluator.handover import fds
-from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import Status
 
 pytestmark = pytest.mark.gpu
 PROBLEM = DATA / "problems" / "scale_add.py"  # 64 MiB outputs on the GPU

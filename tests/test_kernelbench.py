@@ -21,10 +21,10 @@ from kernelsearch.evaluator import feasibility
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.evaluator.feasibility import MemoryNeed, fit_reason, memory_need
-from kernelsearch.evaluator.verdict.records import Status
+from kernelsearch.lint.linter import lint
 from kernelsearch.problems.describe import ProblemDescription, TensorInfo, describe
-from kernelsearch.problems.lint import lint
 from kernelsearch.problems.loader import load_problem, load_problems
+from kernelsearch.records.result import Status
 
 KB = DATA / "kernelbench"
 LEVEL1 = KB / "KernelBench" / "level1"
@@ -340,7 +340,7 @@ def test_modules_run_as_constructed_unless_the_problem_asks_for_eval_mode(tmp_pa
     batch's statistics); so does the harness, for Model and ModelNew alike, unless the problem
     sets EVAL_MODE = True. A kernel that uses the running statistics is wrong in training mode
     and right in eval mode; the reference as its own candidate is right in both."""
-    from kernelsearch.evaluator.candidate import Candidate
+    from kernelsearch.records.candidate import Candidate
 
     path = tmp_path / "bn_scale.py"
     path.write_text(_BN_PROBLEM.format(flag=flag))

@@ -11,7 +11,7 @@ import pytest
 from conftest import DATA
 from test_cli import ks
 
-from kernelsearch.problems.lint import CHECKS, SEVERITIES, cached_lint, lint, lint_warnings
+from kernelsearch.lint.linter import CHECKS, SEVERITIES, cached_lint, lint, lint_warnings
 from kernelsearch.problems.loader import load_problem, resolve_problems
 
 LINT = DATA / "problems" / "lint"
@@ -115,7 +115,7 @@ PROBE = """
 import resource, sys
 from pathlib import Path
 import torch
-from kernelsearch.problems.lint_worker import lint_reference
+from kernelsearch.lint.worker import lint_reference
 torch.randn(1 << 20)  # the allocator's own start-up is not the lint's
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 found = list(lint_reference(Path(sys.argv[1]), "cpu", 1e-2, 1e-2, "probe"))

@@ -5,7 +5,6 @@ import math
 import pytest
 
 from kernelsearch.bench import BenchSummary
-from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats
 from kernelsearch.metrics import (
     coverage_curve,
     fast_p_at_k,
@@ -17,6 +16,7 @@ from kernelsearch.metrics import (
 )
 from kernelsearch.metrics.fastp import correctness_rate, fast_p, fast_p_table, geomean
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.result import EvalResult, Status, TimingStats
 
 
 def test_fast_p_by_hand():

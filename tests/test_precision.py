@@ -11,13 +11,13 @@ import sys
 import pytest
 from conftest import DATA
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import baseline_key, evaluate
-from kernelsearch.evaluator.verdict.records import EvalResult, Status
 from kernelsearch.evaluator.verdict.weights import init_difference
 from kernelsearch.problems.describe import describe
 from kernelsearch.problems.loader import ProblemError, load_problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import EvalResult, Status
 
 WEIGHTS = DATA / "weights"
 PROBLEM = WEIGHTS / "linear_gelu.py"

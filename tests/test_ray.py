@@ -15,11 +15,11 @@ import pytest
 from conftest import DATA
 
 from kernelsearch.archive import Archive
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.executors import Job, make_executor
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import Status
 
 if importlib.util.find_spec("ray") is None and not os.environ.get("CI"):
     pytest.skip("ray is not installed (pip install 'kernelsearch[ray]')", allow_module_level=True)

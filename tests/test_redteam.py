@@ -30,12 +30,12 @@ from pathlib import Path
 import pytest
 from conftest import DATA
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.evaluator.screen.python import screen
-from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import Status
 
 CORPUS = Path(__file__).parent / "redteam"
 _HEADER = re.compile(r"^# (class|expect|problem|device|config|flags): (.+)$", re.M)

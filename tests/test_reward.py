@@ -13,9 +13,9 @@ from search_support import PROBLEM, code_answer, torch_source
 
 import kernelsearch
 from kernelsearch import Reward, RewardSpec, reward
-from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats
 from kernelsearch.metrics.fastp import speedup_spread
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.result import EvalResult, Status, TimingStats
 
 FAST = torch_source("torch.add(b, a, alpha=2)")
 WRONG = torch_source("a * 3 + b")

@@ -9,7 +9,6 @@ import pytest
 from conftest import DATA
 from search_support import CPP_CORRECT
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.evaluator.timing import ceilings as ceil_mod
@@ -18,6 +17,7 @@ from kernelsearch.evaluator.timing.profiling import parse_ncu_csv, summarise
 from kernelsearch.llm.prompts import Feedback, PromptLibrary
 from kernelsearch.problems.describe import describe
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
 
 PROBLEM = load_problem(DATA / "problems" / "scale_add.py")
 

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 from conftest import DATA, ROOT
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.evaluator.sandbox import isolation
 from kernelsearch.evaluator.sandbox.process import WorkerOutcome, run_worker
-from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import Status
 
 BWRAP_PROBLEM = isolation.bwrap_problem()
 needs_bwrap = pytest.mark.skipif(bool(BWRAP_PROBLEM), reason=f"needs bubblewrap: {BWRAP_PROBLEM}")

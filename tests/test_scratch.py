@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from conftest import DATA
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.evaluator.sandbox import scratch
-from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import Status
 
 
 def _free(path: Path) -> int:

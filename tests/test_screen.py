@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from kernelsearch.evaluator.candidate import detect_backend
 from kernelsearch.evaluator.screen.python import screen
+from kernelsearch.records.candidate import detect_backend
 
 HEAD = "import torch\nimport torch.nn as nn\n"
 

@@ -25,10 +25,10 @@ from search_support import (
     write_replay,
 )
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.llm.base import Usage
 from kernelsearch.llm.client import LLMClient
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
 from kernelsearch.search import Budgets, Driver, RunStore, create_run
 from kernelsearch.search.calls import RunCallLog
 

@@ -10,9 +10,9 @@ from dataclasses import replace
 
 from search_support import CPP_CORRECT, PROBLEM, code_answer, ideas_answer, run_config, torch_source
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.llm.providers.exchange import write_json_atomic
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
 from kernelsearch.search import Budgets, Driver, RunStore, create_run
 
 TORCH = torch_source("b + 2 * a")

@@ -71,9 +71,9 @@ def test_branch_two_rounds_on_cuda(tmp_path):
 def test_ncu_metrics_in_profile(tmp_path):
     """Where Nsight Compute is installed, --ncu adds its metrics to a correct CUDA kernel's profile
     (or says exactly why it could not, e.g. no access to the performance counters)."""
-    from kernelsearch.evaluator.candidate import Candidate
     from kernelsearch.evaluator.evaluate import evaluate
     from kernelsearch.evaluator.timing.profiling import ncu_path
+    from kernelsearch.records.candidate import Candidate
 
     if ncu_path() is None:
         pytest.skip("ncu is not installed")

@@ -15,8 +15,8 @@ import pytest
 from conftest import DATA, ROOT
 from search_support import CLI_EVAL, code_answer, ideas_answer, torch_source
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.llm.providers.exchange import write_json_atomic
+from kernelsearch.records.candidate import Candidate
 
 CORRECT = torch_source("b + 2 * a")  # plain PyTorch: no build (the runs allow torch_fallback)
 WRONG = torch_source("a - b")

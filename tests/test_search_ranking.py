@@ -22,10 +22,10 @@ from search_support import (
     torch_source,
 )
 
-from kernelsearch.evaluator.candidate import Candidate
-from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats
 from kernelsearch.llm.client import LLMClient
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import EvalResult, Status, TimingStats
 from kernelsearch.search import Budgets, Driver, RunStore, create_run
 from kernelsearch.search.calls import RunCallLog
 from kernelsearch.search.ranking import Baseline, pool, rank, ranked_time, run_speedup

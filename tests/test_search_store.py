@@ -19,11 +19,11 @@ from search_support import (
 )
 
 from kernelsearch.archive.db import MIGRATIONS, Archive
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.llm.base import LLMError, LLMRequest, LLMResponse, Message, Usage
 from kernelsearch.llm.client import LLMClient
 from kernelsearch.llm.providers.replay import ReplayProvider
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
 from kernelsearch.search import Budgets, Driver, RunConfig, RunStore, create_run
 from kernelsearch.search.calls import RunCallLog
 from kernelsearch.search.proposer import prime_replay

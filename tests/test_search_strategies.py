@@ -20,8 +20,8 @@ from search_support import (
     write_replay,
 )
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
 from kernelsearch.search import Budgets, Driver, RunStore, create_run
 from kernelsearch.search.report import trajectory
 

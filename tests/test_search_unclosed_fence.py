@@ -22,8 +22,8 @@ from search_support import (
     write_replay,
 )
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
 from kernelsearch.search import Budgets, Driver, RunStore, create_run
 
 RECORDED = {r["name"]: r for r in (json.loads(line) for line in (DATA / "answers" / "fences.jsonl").open()

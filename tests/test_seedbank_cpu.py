@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from kernelsearch.bench import SEEDBANK_DIR
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import Status
 
 SEEDS = sorted((SEEDBANK_DIR / "cpp").glob("*.py"))
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.gpu
 
 _SCRIPT = r"""
 import ctypes, json, os, statistics, sys
-from kernelsearch.evaluator.worker import streamshim
+from kernelsearch.evaluator.timing import streamshim
 streamshim.preload(os.environ["KS_STREAM_SHIM"])
 import torch
 from kernelsearch.evaluator.config import TimingConfig
@@ -59,7 +59,7 @@ def test_shim_holds_and_joins_what_the_process_made(tmp_path: Path):
     non-blocking stream of the program's own, or on a pool stream, is in the figure: the shim
     holds each behind the start event and joins it to the end event."""
     from kernelsearch.evaluator.builds.stream_shim import shim_path
-    from kernelsearch.evaluator.worker.streamshim import ENV
+    from kernelsearch.evaluator.timing.streamshim import ENV
 
     env = {**os.environ, ENV: str(shim_path(tmp_path))}
     run = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, timeout=300)

@@ -15,13 +15,13 @@ import pytest
 from conftest import DATA
 
 from kernelsearch.evaluator.builds.stream_shim import shim_path
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import STREAM_ORDER_CALLS, EvalConfig, TimingConfig
 from kernelsearch.evaluator.evaluate import _draw_seeds, evaluate
 from kernelsearch.evaluator.verdict.protocol import protocol_violation
-from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.evaluator.worker.streams import race, unordered_reason
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import Status
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 needs_cc = pytest.mark.skipif(not any(shutil.which(c) for c in ("gcc", "cc", "clang")), reason="needs a C compiler")
@@ -61,7 +61,7 @@ int drop_runtime(void *s) { return cudaStreamDestroy(s); }
 # Run in a fresh interpreter: the shim must be loaded before the libraries it stands in front of.
 SCRIPT = r"""
 import ctypes, json, os, sys
-from kernelsearch.evaluator.worker import streamshim
+from kernelsearch.evaluator.timing import streamshim
 shim_file, caller_file, fake_file = sys.argv[1:4]
 streamshim.preload("/nonexistent/ks_streams.so")
 missing = streamshim.loaded()

@@ -283,7 +283,7 @@ def test_roofline_floor():
 
 def test_bench_reports_marked_results_apart():
     from kernelsearch.bench import BenchSummary
-    from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats
+    from kernelsearch.records.result import EvalResult, Status, TimingStats
 
     def result(name: str, flags: list[str]) -> EvalResult:
         r = EvalResult(problem=name, problem_id=name, candidate_id=name, backend="cpp", device="cpu",

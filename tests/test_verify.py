@@ -10,11 +10,11 @@ import sys
 import pytest
 from conftest import DATA, ROOT
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.evaluator.verify import verify
 from kernelsearch.problems.loader import load_problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import Status
 from kernelsearch.search import Driver, RunStore, create_run
 from kernelsearch.search.config import RunConfig
 from kernelsearch.search.verify_run import verify_best

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.verdict.records import Status
+from kernelsearch.lint.linter import lint
 from kernelsearch.problems.describe import describe
-from kernelsearch.problems.lint import lint
 from kernelsearch.problems.loader import ProblemError, load_problem, resolve_problems
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import Status
 
 WALL = resolve_problems("suite:wall")
 

@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from kernelsearch.archive.db import Archive
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.confirm import DEFAULT_PROCESSES, Confirmation, confirm
-from kernelsearch.evaluator.verdict.records import EvalResult, Status
 from kernelsearch.executors import Finished, Job, make_executor
 from kernelsearch.metrics.fastp import FAST_P_THRESHOLDS, correctness_rate, fast_p_table, geomean
 from kernelsearch.problems.loader import Problem, ProblemError
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import EvalResult, Status
 
 SEEDBANK_DIR = Path(__file__).parent / "seedbank"
 DEVICE_DEFAULT_BACKEND = {"cpu": "cpp", "cuda": "cuda"}

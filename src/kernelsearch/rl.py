@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsearch.archive.db import Archive
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.verdict.records import EvalResult, Status
 from kernelsearch.metrics.fastp import speedup_spread
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import EvalResult, Status
 
 _FAILURES = (Status.COMPILE_ERROR, Status.RUNTIME_ERROR, Status.INCORRECT, Status.TIMEOUT, Status.CRASHED)
 

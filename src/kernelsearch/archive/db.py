@@ -23,9 +23,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from kernelsearch.evaluator.candidate import Candidate
-from kernelsearch.evaluator.verdict.records import EvalResult, TimingStats
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import EvalResult, TimingStats
 
 MIGRATIONS: list[str] = [
     # 1: the evaluator's tables

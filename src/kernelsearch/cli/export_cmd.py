@@ -21,7 +21,7 @@ def add_export_command(sub: Any) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from kernelsearch.cli.main import UsageError
+    from kernelsearch.cli.common import UsageError
     from kernelsearch.export import ExportError, format_for, run_dirs, run_rows, write
     from kernelsearch.search.store import RunStore
 

@@ -11,46 +11,17 @@ import json
 import sys
 from pathlib import Path
 
+from kernelsearch.cli.common import (
+    LOAD_FAILED,
+    UsageError,
+    add_precision_option,
+    add_profile_options,
+    default_device,
+    load_problem_set,
+    warn_flagged,
+)
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig, default_home
-from kernelsearch.problems.loader import PRECISIONS, LoadFailure, ProblemError, ProblemsFailed
-
-LOAD_FAILED = 3  # exit status: some problem files of a directory failed to load
-
-
-class UsageError(Exception):
-    """Bad arguments or input files: reported in one line, exit status 2."""
-
-
-def load_problem_set(spec: str) -> tuple[list, list[LoadFailure]]:
-    """The problems ``spec`` names and the files of a directory that failed to load, each
-    reported on stderr in one line; the caller goes on with the rest and exits LOAD_FAILED.
-    Raises ProblemsFailed (after reporting them) when no file loaded."""
-    from kernelsearch.problems.loader import load_problems
-
-    try:
-        problems, failures = load_problems(spec)
-    except ProblemsFailed as e:
-        _report_failures(e.failures, 0)
-        raise
-    _report_failures(failures, len(problems))
-    return problems, failures
-
-
-def _report_failures(failures: list[LoadFailure], loaded: int) -> None:
-    for f in failures:
-        print(f"kernelsearch: error: cannot load {f.line()}", file=sys.stderr)
-    if failures and loaded:
-        print(f"kernelsearch: {len(failures)} of {len(failures) + loaded} problem files failed to load; "
-              f"going on with the other {loaded} (exit status {LOAD_FAILED})", file=sys.stderr)
-
-
-def default_device() -> str:
-    try:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:  # pragma: no cover
-        return "cpu"
+from kernelsearch.problems.loader import ProblemError, ProblemsFailed
 
 
 def _add_eval_options(p: argparse.ArgumentParser) -> None:
@@ -78,17 +49,6 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     add_profile_options(p)
 
 
-def add_precision_option(p) -> None:
-    p.add_argument("--precision", choices=list(PRECISIONS), default=None,
-                   help="floating parameters, buffers and inputs cast to this precision, as KernelBench v0.2's --precision (default: the problem's PRECISION, else fp32); the default tolerance follows it (fp32 1e-4, fp16/bf16 1e-2)")
-
-
-def add_profile_options(p) -> None:
-    p.add_argument("--no-profile", action="store_true", help="skip the profiled forward of correct candidates")
-    p.add_argument("--ncu", action="store_true",
-                   help="CUDA: also profile correct candidates under Nsight Compute (ncu on PATH; slower)")
-
-
 def _config(args: argparse.Namespace) -> EvalConfig:
     device = args.device or default_device()
     if device == "cuda" and default_device() != "cuda":
@@ -113,9 +73,9 @@ def _archive(args: argparse.Namespace):
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from kernelsearch.evaluator.candidate import Candidate
     from kernelsearch.evaluator.evaluate import evaluate
     from kernelsearch.problems.loader import load_problem
+    from kernelsearch.records.candidate import Candidate
     from kernelsearch.report.terminal import print_result
 
     problem = load_problem(args.problem)
@@ -161,17 +121,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return LOAD_FAILED if failures else 0
 
 
-def warn_flagged(problems: list, device: str, precision: str | None = None) -> None:
-    """Print the problem linter's warnings and errors (at ``precision``) to stderr; advice only,
-    exit codes stay."""
-    from kernelsearch.problems.lint import lint_warnings
-
-    for line in lint_warnings([p.at(precision) for p in problems], device):
-        print(f"kernelsearch: warning: {line} (see `kernelsearch lint`)", file=sys.stderr)
-
-
 def cmd_lint(args: argparse.Namespace) -> int:
-    from kernelsearch.problems.lint import counts, format_text, lint
+    from kernelsearch.lint.linter import counts, format_text, lint
 
     device = args.device or default_device()
     if device == "cuda" and default_device() != "cuda":

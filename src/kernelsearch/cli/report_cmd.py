@@ -26,7 +26,7 @@ def add_report_command(sub: Any) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from kernelsearch.cli.main import UsageError
+    from kernelsearch.cli.common import UsageError
 
     try:
         import plotly  # noqa: F401
@@ -47,7 +47,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _expand(d: Path) -> list[Path]:
     """RUN_DIR itself, or the run directories right under it (`run` on a directory of
     problems makes one per problem)."""
-    from kernelsearch.cli.main import UsageError
+    from kernelsearch.cli.common import UsageError
     from kernelsearch.search.store import RunStore
 
     if RunStore.exists(d):

@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kernelsearch.cli.main import (
+from kernelsearch.cli.common import (
     LOAD_FAILED,
     UsageError,
     add_precision_option,
@@ -319,7 +319,7 @@ def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 @_one_line_errors
 def cmd_run(args: argparse.Namespace) -> int:
-    from kernelsearch.evaluator.candidate import Candidate
+    from kernelsearch.records.candidate import Candidate
     from kernelsearch.search.driver import create_run
 
     failures: list = []  # problem files of a directory that failed to load

@@ -21,7 +21,7 @@ def add_verify_command(sub: Any) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from kernelsearch.cli.main import UsageError
+    from kernelsearch.cli.common import UsageError
     from kernelsearch.search.store import RunStore
     from kernelsearch.search.verify_run import verify_best
 

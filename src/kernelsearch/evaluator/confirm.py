@@ -17,11 +17,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kernelsearch.archive.db import Archive
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import Status
 
 DEFAULT_PROCESSES = 3
 

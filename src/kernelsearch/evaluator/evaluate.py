@@ -24,7 +24,6 @@ from pathlib import Path
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.builds.cache import build_dir, building
 from kernelsearch.evaluator.builds.stream_shim import ShimUnavailable, shim_path
-from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.evaluator.config import LATE_RETRIES, ORDER_FILE, STREAM_ORDER_CALLS, EvalConfig
 from kernelsearch.evaluator.feasibility import (
     MemoryNeed,
@@ -38,15 +37,17 @@ from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
 from kernelsearch.evaluator.sandbox.scratch import make_workdir
 from kernelsearch.evaluator.screen.python import screen
 from kernelsearch.evaluator.timing.ceilings import ceilings, roofline
+from kernelsearch.evaluator.timing.library import library_share
 from kernelsearch.evaluator.timing.profiling import from_report, ncu_profile, summarise
-from kernelsearch.evaluator.verdict.library import library_share
+from kernelsearch.evaluator.timing.streamshim import ENV as _SHIM_ENV
 from kernelsearch.evaluator.verdict.protocol import protocol_violation
-from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats, TrialCheck
 from kernelsearch.evaluator.verdict.roofline import impossible
 from kernelsearch.evaluator.verdict.weights import init_difference
-from kernelsearch.evaluator.worker.streamshim import ENV as _SHIM_ENV
 from kernelsearch.problems.describe import describe_cached
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.candidate import DEVICE_BACKENDS, Candidate
+from kernelsearch.records.protocol import Kind
+from kernelsearch.records.result import EvalResult, Status, TimingStats, TrialCheck
 
 _SIGNALS = {
     signal.SIGSEGV: "segmentation fault",
@@ -345,9 +346,9 @@ def measure_baselines(problem: Problem, config: EvalConfig, archive: Archive,
         with _judge_worker(job, Path(tmp) / "judge", config, _stream_shim(config)[0]) as judge:
             judge.on_phase = on_phase
             out = _run_judge(judge, job, config)
-    info = out.first("info") or {}
+    info = out.first(Kind.INFO) or {}
     eager, compiled, compile_error = _baselines_from(out)
-    if out.first("done") is None or eager is None:
+    if out.first(Kind.DONE) is None or eager is None:
         return False
     archive.put_baseline(key, problem.id, config.device, str(info.get("device_name", "")),
                          str(info.get("torch_version", "")), eager, compiled, compile_error)
@@ -357,7 +358,7 @@ def measure_baselines(problem: Problem, config: EvalConfig, archive: Archive,
 def _baselines_from(judge: WorkerOutcome) -> tuple[TimingStats | None, TimingStats | None, str]:
     eager = compiled = None
     error = ""
-    for b in judge.events("baseline"):
+    for b in judge.events(Kind.BASELINE):
         stats = TimingStats.from_dict(b.get("stats"))
         if b.get("kind") == "eager":
             eager = stats
@@ -377,12 +378,12 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     with building(prep.cand, bdir):  # one build of a candidate at a time, across processes
         cand = prep.cand.run(prep.cand_job, timeouts=lim.candidate_timeouts(), memory_bytes=lim.memory_bytes)
     prep.handed = prep.cand.take_handed()
-    res.errors.extend(f"output handover: {m.get('note')}"[:500] for m in cand.events("handover"))
+    res.errors.extend(f"output handover: {m.get('note')}"[:500] for m in cand.events(Kind.HANDOVER))
     res.errors.extend(cand.notes)
     res.output_excerpt = cand.output[-4000:]
     res.isolation = cand.isolation
     res.phase_s = {"prepare": prep.seconds, **_phases("candidate", cand)}
-    built = cand.first("built")
+    built = cand.first(Kind.BUILT)
     if built:
         res.build_s = built.get("seconds")
         res.device_name = str(built.get("device_name", ""))
@@ -393,10 +394,11 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
         res.build_log = log
         return _verdict(res, status, reason)
     order_seeds = prep.cand_job.get("order_seeds") or []
-    forged = protocol_violation(cand.messages, len(trial_seeds), config.timing, len(timing_seeds), len(order_seeds))
+    forged = protocol_violation(cand.messages, len(trial_seeds), config.timing, len(timing_seeds), len(order_seeds),
+                                refused=cand.protocol_error)
     if forged:
         return _verdict(res, Status.REJECTED, forged)
-    order = cand.first("stream_order")
+    order = cand.first(Kind.STREAM_ORDER)
     check_order = {"file": order["file"], "seed": order_seeds[order["input"]]} if order else None
     if order and (order.get("shim") or order.get("unheld_streams")):
         res.errors.append(f"stream-order check: not every stream the candidate made was held back (shim: "
@@ -405,8 +407,8 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     if fallback and config.torch_fallback == "reject":
         return _verdict(res, Status.REJECTED, "uses PyTorch compute on the forward path (seen while it ran: "
                         + fallback + ")")
-    mutated = [m for m in cand.events("trial") if m.get("mutated_inputs")]
-    timing = cand.first("timing") or {}
+    mutated = [m for m in cand.events(Kind.TRIAL) if m.get("mutated_inputs")]
+    timing = cand.first(Kind.TIMING) or {}
     samples = timing.get("samples_ms") or []
     spots = timing.get("spots") or []
     late = timing.get("late") if type(timing.get("late")) is int else 0  # the worker's word: a diagnostic
@@ -436,12 +438,12 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
                        config)
     res.phase_s.update(_phases("judge", judge))
     res.errors.extend(judge.notes)
-    if judge.first("done") is None:
-        err = judge.first("error") or {}
-        why = err.get("message") or judge.killed or f"exit code {judge.returncode}"
+    if judge.first(Kind.DONE) is None or judge.protocol_error:
+        err = judge.first(Kind.ERROR) or {}
+        why = err.get("message") or judge.killed or judge.protocol_error or f"exit code {judge.returncode}"
         res.errors.append("judge output:\n" + judge.output[-2000:])
         return _verdict(res, Status.CRASHED, f"the judge (reference) failed: {why}"[:500])
-    info = judge.first("info") or {}
+    info = judge.first(Kind.INFO) or {}
     res.device_name = str(info.get("device_name", res.device_name))
     res.torch_version = str(info.get("torch_version", res.torch_version))
     eager, compiled, compile_error = _baselines_from(judge)
@@ -457,7 +459,7 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
             if stored is not None:
                 res.compile_timing, res.compile_error = stored[1], stored[2]
 
-    res.checks = [TrialCheck(**{k: m.get(k) for k in TrialCheck.__dataclass_fields__}) for m in judge.events("check")]
+    res.checks = [TrialCheck(**{k: m.get(k) for k in TrialCheck.__dataclass_fields__}) for m in judge.events(Kind.CHECK)]
     errs = [c.max_abs_error for c in res.checks if c.max_abs_error is not None and c.tag != "determinism"]
     norms = [c.norm_error for c in res.checks if c.norm_error is not None and c.tag != "determinism"]
     res.max_abs_error = max(errs) if errs else None
@@ -470,7 +472,7 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     failed = [c for c in res.checks if not c.ok]
     if failed:  # before the count: a trial that failed leaves checks that build on it undone
         first = failed[0]
-        hint = init_difference((cand.first("params") or {}).get("digest"), (judge.first("params") or {}).get("digest"))
+        hint = init_difference((cand.first(Kind.PARAMS) or {}).get("digest"), (judge.first(Kind.PARAMS) or {}).get("digest"))
         return _verdict(res, Status.INCORRECT, f"{first.tag}: {first.reason[:300]}" + (f" ({hint})" if hint else ""),
                         limit=1000)
     if len(res.checks) < expected:
@@ -496,7 +498,7 @@ def _performance(res: EvalResult, problem: Problem, candidate: Candidate, config
         res.errors.append(f"roofline: {type(e).__name__}: {e}"[:300])
     if not config.profile:
         return
-    res.profile = from_report(cand.first("profile"), config.device, res.candidate_ms)
+    res.profile = from_report(cand.first(Kind.PROFILE), config.device, res.candidate_ms)
     if res.profile is not None and config.ncu and config.device == "cuda":
         res.profile["ncu"] = ncu_profile(problem, candidate, config, kernels)
         res.profile["summary"] = summarise(res.profile, config.device, res.candidate_ms)
@@ -505,7 +507,7 @@ def _performance(res: EvalResult, problem: Problem, candidate: Candidate, config
 def _observed_torch_compute(cand: WorkerOutcome, res: EvalResult) -> str:
     """PyTorch compute the worker saw on the forward path (the dynamic half of the
     torch-fallback mark): flags the result and returns a summary, or ""."""
-    seen = (cand.first("observed") or {}).get("torch_compute") or {}
+    seen = (cand.first(Kind.OBSERVED) or {}).get("torch_compute") or {}
     if not isinstance(seen, dict) or not seen:
         return ""
     summary = ", ".join(f"{name} x{n}" for name, n in sorted(seen.items(), key=lambda kv: -int(kv[1]))[:6])
@@ -515,8 +517,8 @@ def _observed_torch_compute(cand: WorkerOutcome, res: EvalResult) -> str:
 
 def _library_compute(cand: WorkerOutcome, res: EvalResult) -> str:
     """PyTorch's own kernels doing the work inside a CUDA extension, seen in the profiled
-    forward (verdict/library.py): flags the result and returns a summary, or ""."""
-    share = library_share(cand.first("profile")) if res.device == "cuda" else None
+    forward (timing/library.py): flags the result and returns a summary, or ""."""
+    share = library_share(cand.first(Kind.PROFILE)) if res.device == "cuda" else None
     if share is None or not share.fallback:
         return ""
     _mark_fallback(res, share.describe())
@@ -533,7 +535,7 @@ def _mark_fallback(res: EvalResult, note: str) -> None:
 def _profile_mismatch(cand: WorkerOutcome, timing: TimingStats | None) -> str:
     """The profiler cross-check (CUDA): a median far below the time the GPU spent in the
     candidate's kernels in one profiled call means work escaped the timer."""
-    busy = (cand.first("profile") or {}).get("busy_ms")
+    busy = (cand.first(Kind.PROFILE) or {}).get("busy_ms")
     if timing is None or not isinstance(busy, (int, float)) or busy <= 0:
         return ""
     if timing.median_ms < 0.5 * busy:
@@ -584,7 +586,7 @@ def _candidate_failure(out: WorkerOutcome, config: EvalConfig) -> tuple[Status, 
         return Status.CRASHED, f"printed more than {lim.output_bytes / 2**20:g} MiB of output", ""
     if out.killed == "channel":
         return Status.CRASHED, "wrote garbage to the result channel", ""
-    err = out.first("error")
+    err = out.first(Kind.ERROR)
     if err is not None:
         kind = err.get("kind")
         msg = str(err.get("message", ""))
@@ -597,7 +599,7 @@ def _candidate_failure(out: WorkerOutcome, config: EvalConfig) -> tuple[Status, 
         if kind == "harness_error":
             return Status.CRASHED, f"worker failed outside the candidate: {msg}", log
         return Status.RUNTIME_ERROR, f"{phase}: {msg}", log
-    if out.first("done") is not None:
+    if out.first(Kind.DONE) is not None:
         return None
     rc = out.returncode
     if rc is not None and rc < 0:

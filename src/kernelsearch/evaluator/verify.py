@@ -14,14 +14,15 @@ from __future__ import annotations
 import shutil
 from dataclasses import asdict, dataclass, field
 
-from kernelsearch.evaluator.candidate import Candidate
+from kernelsearch.evaluator.builds.tool_run import tool_run
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.confirm import Confirmation
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.sandbox.tool_run import tool_run
-from kernelsearch.evaluator.verdict.records import Status
 from kernelsearch.evaluator.worker.distributions import DISTRIBUTIONS
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.protocol import Kind
+from kernelsearch.records.result import Status
 
 SANITIZER_TOOLS = ("memcheck", "racecheck")
 _SANITIZER_EXIT = 86
@@ -117,9 +118,9 @@ def _sanitize(problem: Problem, candidate: Candidate, config: EvalConfig, tool: 
                           if ln.startswith("=========") and ("Invalid" in ln or "hazard" in ln.lower()
                                                              or "error" in ln.lower())), "errors reported")
             return Check(f"sanitizer:{tool}", False, f"{tool} found errors: {first}"[:400])
-        err = out.first("error")
+        err = out.first(Kind.ERROR)
         if err is not None:
             return Check(f"sanitizer:{tool}", False, f"candidate failed under {tool}: {err.get('message', '')}"[:400])
-        if out.first("done") is None or out.returncode != 0:
+        if out.first(Kind.DONE) is None or out.returncode != 0:
             return Check(f"sanitizer:{tool}", False, f"exited with code {out.returncode} under {tool}")
         return Check(f"sanitizer:{tool}", True, "no errors")

@@ -25,25 +25,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelsearch.archive.db import Archive
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import evaluate, new_result
-from kernelsearch.evaluator.verdict.records import EvalResult, Status
 from kernelsearch.executors.dedup import Deduper
+from kernelsearch.executors.job import Job
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import EvalResult, Status
 
 EvaluateFn = Callable[[Problem, Candidate, EvalConfig, "Archive | None"], EvalResult]
-
-
-@dataclass
-class Job:
-    """One evaluation to do. ``tag`` is the caller's own reference, handed back untouched."""
-
-    problem: Problem
-    candidate: Candidate
-    config: EvalConfig
-    tag: Any = None
-    seq: int = field(default=-1, compare=False)  # set on submit: the job's number in this executor
 
 
 @dataclass

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 
 from kernelsearch.evaluator.builds.prebuild import BuildOutcome
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import _candidate_failure, _verdict, new_result
 from kernelsearch.evaluator.screen.python import screen
-from kernelsearch.evaluator.verdict.records import EvalResult, Status
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.protocol import Kind
+from kernelsearch.records.result import EvalResult, Status
 
 # build-worker kills that the candidate worker's build phase would suffer the same way
 _BUILD_KILLS = ("timeout:build", "memory", "output", "processes")
@@ -25,7 +26,7 @@ def failed_build_result(problem: Problem, candidate: Candidate, config: EvalConf
     out = build.worker
     if out is None or build.ok:
         return None
-    err = out.first("error") or {}
+    err = out.first(Kind.ERROR) or {}
     if not (err.get("kind") == "compile_error" or (out.killed in _BUILD_KILLS and out.phase == "build")):
         return None
     failure = _candidate_failure(out, config)

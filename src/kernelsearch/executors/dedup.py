@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.screen.normalise import normalised_hash
-from kernelsearch.evaluator.verdict.records import EvalResult, Status
+from kernelsearch.records.result import EvalResult, Status
 
 if TYPE_CHECKING:
-    from kernelsearch.executors.base import Job
+    from kernelsearch.executors.job import Job
 
 REUSABLE = {Status.CORRECT, Status.INCORRECT, Status.COMPILE_ERROR, Status.RUNTIME_ERROR, Status.REJECTED}
 

@@ -54,11 +54,11 @@ from kernelsearch.evaluator.evaluate import (
     prepare,
 )
 from kernelsearch.evaluator.timing.ceilings import ceilings
-from kernelsearch.evaluator.verdict.records import EvalResult
 from kernelsearch.executors.base import EvaluateFn, Executor, Finished, Job, _Fatal, crashed_result
 from kernelsearch.executors.common import failed_build_result, pin_thread, usable_cpus
 from kernelsearch.executors.quiet import QuietTiming
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.result import EvalResult
 
 GPU_LANE_CORES = 3  # a GPU lane's own cores: its launching process and its judge
 # jobs a GPU lane keeps prepared ahead: a worker's start (interpreter, torch, the harness's

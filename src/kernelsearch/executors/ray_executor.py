@@ -24,13 +24,13 @@ from typing import Any
 
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.builds.prebuild import BuildOutcome, build_one, is_built, needs_build
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.verdict.records import EvalResult, TimingStats
 from kernelsearch.executors.base import EvaluateFn, Executor, Finished, Job, crashed_result
 from kernelsearch.executors.common import failed_build_result
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import EvalResult, TimingStats
 
 
 class BaselineSnapshot:

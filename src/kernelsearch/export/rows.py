@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelsearch.evaluator.verdict.records import EvalResult, TimingStats
+from kernelsearch.records.result import EvalResult, TimingStats
 from kernelsearch.search.report import idea_label
 from kernelsearch.search.store import RunStore
 

@@ -53,13 +53,6 @@ def exemplar_of(note) -> Exemplar | None:
     return Exemplar(note.id, note.exemplar, note.exemplar_problem)
 
 
-def exemplars() -> list[Exemplar]:
-    """Every note's exemplar, in the notes' order."""
-    from kernelsearch.playbook.notes import load_notes
-
-    return [e for n in load_notes().values() if (e := exemplar_of(n)) is not None]
-
-
 @dataclass(frozen=True)
 class BuildSources:
     cuda_sources: list[str]

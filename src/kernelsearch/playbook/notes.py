@@ -13,6 +13,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from kernelsearch.playbook.exemplars import Exemplar, exemplar_of
+
 # "on": notes, their exemplars cited, and in prompts that ask for code the source of the first
 # exemplar written for another problem than the searched one; "notes": the same without any exemplar source; "off": nothing
 MODES = ("on", "notes", "off")
@@ -72,8 +74,6 @@ def render(choices: list[Any], code: bool = False, problem: str = "") -> str:
     a kernel: implement, refine, crossover) the first exemplar written for another problem than
     ``problem`` comes with its source: an exemplar of the searched problem itself is a finished
     answer, and a search that is handed it measures copying, not search."""
-    from kernelsearch.playbook.exemplars import exemplar_of
-
     if not choices:
         return ""
     parts = ["## Technique notes (our playbook: use them where they fit, mind the pitfalls)"]
@@ -93,3 +93,8 @@ def render(choices: list[Any], code: bool = False, problem: str = "") -> str:
                 part += f"\n\n{cite}."
         parts.append(part)
     return "\n\n".join(parts) + "\n\n"
+
+
+def exemplars() -> list[Exemplar]:
+    """Every note's exemplar, in the notes' order."""
+    return [e for n in load_notes().values() if (e := exemplar_of(n)) is not None]

@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.table import Table
 
 from kernelsearch.evaluator.timing.ceilings import describe_roofline
-from kernelsearch.evaluator.verdict.records import EvalResult, Status, TimingStats
 from kernelsearch.metrics.fastp import FAST_P_THRESHOLDS, correctness_rate, fast_p_table, geomean
+from kernelsearch.records.result import EvalResult, Status, TimingStats
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 _STYLE = {Status.CORRECT: "green", Status.INCORRECT: "red", Status.REJECTED: "magenta"}

@@ -19,10 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelsearch.archive.db import Archive
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import evaluate
-from kernelsearch.evaluator.verdict.records import EvalResult
 from kernelsearch.executors import Executor, Finished, Job, make_executor
 from kernelsearch.llm.base import PendingResponse
 from kernelsearch.llm.client import LLMClient, Totals
@@ -30,6 +28,8 @@ from kernelsearch.llm.pricing import PriceTable
 from kernelsearch.llm.prompts import PromptLibrary
 from kernelsearch.llm.registry import make_provider
 from kernelsearch.problems.loader import Problem, load_problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import EvalResult
 from kernelsearch.search.budgets import (
     BudgetStop,
     SessionClock,

@@ -10,7 +10,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
-from kernelsearch.evaluator.verdict.records import EvalResult
+from kernelsearch.records.result import EvalResult
 from kernelsearch.search.budgets import Spent, Stop
 
 _STYLE = {"correct": "green", "incorrect": "red", "rejected": "magenta"}

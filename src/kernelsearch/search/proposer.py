@@ -14,13 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.llm.base import LLMError, LLMRequest, LLMResponse, Provider
 from kernelsearch.llm.client import LLMClient
 from kernelsearch.llm.extract import extract_code, read_ideas
 from kernelsearch.llm.prompts import Feedback, PromptLibrary, numerics_text
 from kernelsearch.playbook import Choice, choose, render, serves
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.candidate import Candidate
 from kernelsearch.search.budgets import BudgetStop, Spent, llm_stop
 from kernelsearch.search.config import RunConfig
 from kernelsearch.search.store import IdeaRow, LedgerItem, RunStore

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from kernelsearch.archive.db import Archive
-from kernelsearch.evaluator.candidate import Candidate
-from kernelsearch.evaluator.verdict.records import EvalResult
 from kernelsearch.llm.base import LLMRequest
 from kernelsearch.llm.extract import Idea
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.result import EvalResult
 from kernelsearch.search.calls import playbook_json
 from kernelsearch.search.config import RunConfig
 from kernelsearch.search.ranking import (

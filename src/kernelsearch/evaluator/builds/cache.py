@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
+from kernelsearch.records.candidate import Candidate
 
 if TYPE_CHECKING:
     from kernelsearch.evaluator.sandbox.process import Worker

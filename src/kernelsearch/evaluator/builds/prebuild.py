@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsearch.evaluator.builds.cache import build_dir, building
-from kernelsearch.evaluator.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
 from kernelsearch.evaluator.screen.python import screen
+from kernelsearch.records.candidate import DEVICE_BACKENDS, Candidate
+from kernelsearch.records.protocol import Kind
 
 BUILT_MARKER = ".ks-built"
 
@@ -78,7 +79,7 @@ def build_one(candidate: Candidate, config: EvalConfig, max_jobs: int = 1,
         )
         with worker, building(worker, bdir), (hold(worker) if hold is not None else nullcontext()):
             out = worker.run(job, timeouts={"default": lim.build_timeout_s}, memory_bytes=lim.memory_bytes)
-    ok = out.first("done") is not None
+    ok = out.first(Kind.DONE) is not None
     if ok:
         try:
             (bdir / BUILT_MARKER).write_text(f"{candidate.id} {time.time():.0f}\n")

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from kernelsearch.evaluator.handover import fds
-from kernelsearch.evaluator.judge.codec import (
+from kernelsearch.evaluator.handover.codec import (
     CodecError,
     flatten,
     read_tensors,

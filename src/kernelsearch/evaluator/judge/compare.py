@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernelsearch.evaluator.verdict.records import TrialCheck
+from kernelsearch.records.result import TrialCheck
 
 
 def compare(tag: str, out: list[torch.Tensor], ref: list[torch.Tensor], atol: float, rtol: float,

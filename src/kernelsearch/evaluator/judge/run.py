@@ -16,6 +16,7 @@ from kernelsearch.evaluator.worker.common import (
     make_model,
     param_digest,
 )
+from kernelsearch.records.protocol import Kind
 
 
 def run_judge(job: dict, ch: Channel) -> None:
@@ -26,16 +27,16 @@ def run_judge(job: dict, ch: Channel) -> None:
     from kernelsearch.evaluator.judge.compare import compare
     from kernelsearch.problems.loader import load_module
 
-    ch.send("phase", phase="check")  # reference outputs and comparisons (what the timing breakdown shows)
+    ch.send(Kind.PHASE, phase="check")  # reference outputs and comparisons (what the timing breakdown shows)
     device = job["device"]
     outputs = Source(Path(job["out_dir"]), device, int(job.get("handover_limit") or 0))
     atol, rtol = job["atol"], job["rtol"]
     vacuity = bool(job.get("guard_vacuous", False))
     problem = load_module(Path(job["problem_path"]), device=_size_device(job), name="ks_reference_problem")
-    ch.send("info", device_name=_device_name(device), torch_version=torch.__version__)
+    ch.send(Kind.INFO, device_name=_device_name(device), torch_version=torch.__version__)
     prec = job.get("precision")
     model = make_model(problem.Model, problem, job["init_seed"], device, prec)
-    ch.send("params", digest=param_digest(model))
+    ch.send(Kind.PARAMS, digest=param_digest(model))
 
     def reference(seed: int) -> list:
         with torch.no_grad():
@@ -48,12 +49,12 @@ def run_judge(job: dict, ch: Channel) -> None:
         with ``wrong``. The output, for a check that needs it again."""
         got, why = load(name)
         if got is None:
-            ch.send("check", tag=tag, ok=False, reason=why)
+            ch.send(Kind.CHECK, tag=tag, ok=False, reason=why)
             return None
         c = compare(tag, got, reference(seed), atol, rtol, guard_vacuous=vacuity)
         if not c.ok:
             c.reason = wrong + c.reason
-        ch.send("check", **c.__dict__)
+        ch.send(Kind.CHECK, **c.__dict__)
         return got
 
     for i, seed in enumerate(job.get("check_trials", [])):
@@ -61,12 +62,12 @@ def run_judge(job: dict, ch: Channel) -> None:
         if i == 0 and got is not None:
             again, why = load("repeat0.kst")
             if again is None:
-                ch.send("check", tag="determinism", ok=False, reason=why)
+                ch.send(Kind.CHECK, tag="determinism", ok=False, reason=why)
             else:
                 c = compare("determinism", again, got, atol, rtol)
                 if not c.ok:
                     c.reason = "two runs on the same inputs disagree: " + c.reason
-                ch.send("check", **c.__dict__)
+                ch.send(Kind.CHECK, **c.__dict__)
         del got
     order = job.get("check_order")
     if order:  # the stream-order check's snapshot: the output as the caller's stream saw it
@@ -85,11 +86,11 @@ def run_judge(job: dict, ch: Channel) -> None:
         tcfg = TimingConfig(**job["timing"])
         sets, inputs_for = _timing_inputs(problem, job, tcfg)
         hooks = _baseline_hooks(device)
-        ch.send("phase", phase="timing")
+        ch.send(Kind.PHASE, phase="timing")
         compile_too = want is True and bool(job.get("compile_baseline"))
         for kind, stats, error in baseline_timings(model, sets, inputs_for, device, tcfg, hooks, compile_too):
-            ch.send("baseline", kind=kind, stats=stats, **({"error": error} if error else {}))
-    ch.send("done")
+            ch.send(Kind.BASELINE, kind=kind, stats=stats, **({"error": error} if error else {}))
+    ch.send(Kind.DONE)
 
 
 def baseline_timings(model, sets: list, inputs_for, device: str, tcfg, hooks: dict, compile_too: bool):
@@ -100,7 +101,7 @@ def baseline_timings(model, sets: list, inputs_for, device: str, tcfg, hooks: di
     import torch
 
     from kernelsearch.evaluator.timing.loop import time_calls
-    from kernelsearch.evaluator.verdict.records import TimingStats
+    from kernelsearch.records.result import TimingStats
 
     def timed(fn) -> dict:
         run = time_calls(fn, sets, device, tcfg, inputs_for=inputs_for, **hooks)

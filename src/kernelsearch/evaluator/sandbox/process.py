@@ -7,7 +7,8 @@ directory), resource limits (file size, core dumps, CPU time), a per-phase deadl
 overall one, a cap on printed output and a watchdog on the resident memory and task count of
 the worker and everything it starts. Where the OS allows it the worker runs under bubblewrap
 (no network, read-only filesystem except its own directories) and in a pids cgroup; see
-``sandbox/isolation.py``. Messages arrive as JSON lines on a private pipe.
+``sandbox/isolation.py``. Messages arrive as JSON lines on a private pipe and are checked on
+receipt against the worker protocol (``kernelsearch.records.protocol``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from pathlib import Path
 import kernelsearch
 from kernelsearch.evaluator.handover import fds
 from kernelsearch.evaluator.sandbox import isolation
+from kernelsearch.records import protocol
+from kernelsearch.records.protocol import Kind
 
 # Variables a worker may inherit; everything else (API keys, tokens, cloud credentials) stays out.
 ENV_ALLOW = (
@@ -61,11 +64,14 @@ class WorkerOutcome:
     # what the harness noticed: handover messages refused, a phase listener that was slow, a
     # result channel that could not be read to its end
     notes: list[str] = field(default_factory=list)
+    # the first message the protocol does not have (unknown kind, a field missing or ill-typed,
+    # a kind the role does not send), why; such messages are not in ``messages``
+    protocol_error: str = ""
 
-    def events(self, name: str) -> list[dict]:
+    def events(self, name: Kind) -> list[dict]:
         return [m for m in self.messages if m.get("event") == name]
 
-    def first(self, name: str) -> dict | None:
+    def first(self, name: Kind) -> dict | None:
         found = self.events(name)
         return found[0] if found else None
 
@@ -178,7 +184,11 @@ class Worker:
             return
         self.cgroup = cgroup = isolation.PidsCgroup.create(max_tasks)
         out.isolation = self.mode + ("+cgroup" if cgroup else "+watchdog")
+        role = protocol.role(str(paths_from.get("role", "")))
+        self._allowed = protocol.allowed_kinds(role.name) if role else None
         argv = [*(wrapper or []), sys.executable, "-m", "kernelsearch.evaluator.worker"]
+        # after the pipe's descriptor: the role, whether to load the stream shim, what to preload
+        role_args = [role.name if role else "", "1" if role and role.shim else "0", *(role.preload if role else ())]
         if self.mode == "bwrap":
             prefix = isolation.bwrap_args(workdir, _writable_dirs(env_extra), isolation.job_paths(paths_from))
             deathsig = signal.SIGKILL  # bwrap's --die-with-parent and PID namespace do the rest
@@ -192,7 +202,7 @@ class Worker:
             env_extra = {**(env_extra or {}), fds.ENV: str(theirs.fileno())}
         try:
             self.proc = subprocess.Popen(
-                [*prefix, *argv, str(write_fd), str(paths_from.get("role", ""))],
+                [*prefix, *argv, str(write_fd), *role_args],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -259,14 +269,18 @@ class Worker:
                     except ValueError:
                         self._kill("channel")
                         return
+                    refused = protocol.check(msg, self._allowed)
                     with self._lock:
+                        if refused:
+                            self.out.protocol_error = self.out.protocol_error or refused
+                            continue
                         self.out.messages.append(msg)
-                        if msg.get("event") == "phase":
-                            self._state["phase"] = str(msg.get("phase"))
+                        if msg["event"] == Kind.PHASE:
+                            self._state["phase"] = msg["phase"]
                             self._state["since"] = time.monotonic()
                             self._phase_log.append((self._state["phase"], self._state["since"]))
-                    if msg.get("event") == "phase":
-                        self._tell(str(msg.get("phase")))
+                    if msg["event"] == Kind.PHASE:
+                        self._tell(msg["phase"])
                 if len(buf) > _MAX_MESSAGE:
                     self._kill("channel")
                     return
@@ -335,9 +349,13 @@ class Worker:
         start = time.monotonic()
         with self._lock:
             state["since"] = max(state["since"], start)
+        role = protocol.role(str(job.get("role", "")))
+        with self._lock:
+            self._allowed = protocol.allowed_kinds(role.name) if role else None
         try:
             assert proc.stdin is not None
-            proc.stdin.write(json.dumps(job).encode())
+            # the role's function travels with the job: the worker knows no role by name
+            proc.stdin.write(json.dumps({**job, "entry": role.entry} if role else job).encode())
             proc.stdin.close()
         except BrokenPipeError:
             pass

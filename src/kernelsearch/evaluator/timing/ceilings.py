@@ -26,6 +26,7 @@ from typing import Any
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.problems.describe import ProblemDescription, TensorInfo, describe_cached
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.protocol import Kind
 
 # What is measured, per device: copy size in bytes, square matmul size, dtypes.
 PLAN: dict[str, dict[str, Any]] = {
@@ -102,7 +103,7 @@ def measure(config: EvalConfig) -> Ceilings | None:
                          timeouts={"default": 300.0}, memory_bytes=lim.memory_bytes, output_bytes=lim.output_bytes,
                          file_bytes=lim.file_bytes, sandbox=lim.sandbox, max_tasks=lim.max_tasks,
                          env_extra=config.worker_env())
-    got = out.first("ceilings")
+    got = out.first(Kind.CEILINGS)
     if got is None:
         return None
     try:
@@ -118,7 +119,7 @@ def run_measure(job: dict, ch: Any) -> None:
     """Worker side (role "ceilings"): trusted code only, nothing of a candidate is loaded."""
     import torch
 
-    from kernelsearch.evaluator.worker.common import _device_name
+    from kernelsearch.evaluator.timing.device import device_name as _device_name
 
     device = job["device"]
     n_copy = job["copy_bytes"] // 4
@@ -140,9 +141,9 @@ def run_measure(job: dict, ch: Any) -> None:
             torch.backends.cuda.matmul.allow_tf32 = tf32
         tflops[name] = 2 * n**3 / (ms / 1e3) / 1e12
         del a, b
-    ch.send("ceilings", device=device, device_name=_device_name(device), torch_version=torch.__version__,
+    ch.send(Kind.CEILINGS, device=device, device_name=_device_name(device), torch_version=torch.__version__,
             bandwidth_gbs=2 * n_copy * 4 / (copy_ms / 1e3) / 1e9, tflops=tflops)
-    ch.send("done")
+    ch.send(Kind.DONE)
 
 
 def _best_ms(fn: Any, device: str, reps: int) -> float:

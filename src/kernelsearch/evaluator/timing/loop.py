@@ -44,9 +44,9 @@ import torch
 
 from kernelsearch.evaluator.config import MAX_COVER as _MAX_COVER
 from kernelsearch.evaluator.config import TimingConfig
-from kernelsearch.evaluator.verdict.records import TimingStats
-from kernelsearch.evaluator.worker.streamshim import StreamShim
-from kernelsearch.evaluator.worker.streamshim import loaded as _shim_loaded
+from kernelsearch.evaluator.timing.streamshim import StreamShim
+from kernelsearch.evaluator.timing.streamshim import loaded as _shim_loaded
+from kernelsearch.records.result import TimingStats
 
 _now_ns = time.perf_counter_ns
 _wall = time.perf_counter

@@ -21,11 +21,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from kernelsearch.evaluator.candidate import Candidate
+from kernelsearch.evaluator.builds.tool_run import tool_run
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.sandbox.tool_run import tool_run
-from kernelsearch.evaluator.verdict.library import library_share
+from kernelsearch.evaluator.timing.library import library_share
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.candidate import Candidate
 
 TOP = 5  # kernels or ops named in a summary
 NCU_METRICS = {

@@ -11,34 +11,38 @@ from __future__ import annotations
 import re
 
 from kernelsearch.evaluator.config import ORDER_FILE, TimingConfig
+from kernelsearch.records.protocol import Kind
 
-_ONCE = ("built", "timing", "done", "observed", "profile", "stream_order", "params")
+_ONCE = (Kind.BUILT, Kind.TIMING, Kind.DONE, Kind.OBSERVED, Kind.PROFILE, Kind.STREAM_ORDER, Kind.PARAMS)
 _SPOT_FILE = re.compile(r"timed\d+\.kst")
 
 
 def protocol_violation(messages: list[dict], trials: int, timing: TimingConfig, n_seeds: int,
-                       order_seeds: int = 0) -> str:
+                       order_seeds: int = 0, refused: str = "") -> str:
     """A reason if the messages cannot have come from the honest worker, else "".
-    ``order_seeds``: inputs the job gave the stream-order check (0: no check asked for)."""
+    ``order_seeds``: inputs the job gave the stream-order check (0: no check asked for);
+    ``refused``: why a message was refused on receipt (``WorkerOutcome.protocol_error``)."""
+    if refused:
+        return f"the result channel carries {refused} (forged by the candidate)"
     events = [m.get("event") for m in messages]
     for name in _ONCE:
         if events.count(name) > 1:
             return f"the result channel carries {events.count(name)} '{name}' reports (forged by the candidate)"
-    if "done" in events and events.index("done") != len(events) - 1:
+    if Kind.DONE in events and events.index(Kind.DONE) != len(events) - 1:
         return "the result channel carries reports after 'done' (forged by the candidate)"
-    indices = [m.get("index") for m in messages if m.get("event") == "trial"]
+    indices = [m.get("index") for m in messages if m.get("event") == Kind.TRIAL]
     if indices != list(range(trials)):
         return f"the result channel reports trials {indices[:8]}, expected 0..{trials - 1} once each (forged)"
     forged = _stream_order_violation(messages, order_seeds)
     if forged:
         return forged
-    timed = next((m for m in messages if m.get("event") == "timing"), None)
+    timed = next((m for m in messages if m.get("event") == Kind.TIMING), None)
     if timed is None:
         return ""
-    order = [e for e in events if e in ("trial", "observed", "stream_order", "timing")]
-    if order[-1] != "timing" or "observed" not in order:
+    order = [e for e in events if e in (Kind.TRIAL, Kind.OBSERVED, Kind.STREAM_ORDER, Kind.TIMING)]
+    if order[-1] != Kind.TIMING or Kind.OBSERVED not in order:
         return "the timing report arrived before the correctness trials finished (forged by the candidate)"
-    if order_seeds and "stream_order" not in order:
+    if order_seeds and Kind.STREAM_ORDER not in order:
         return "the timing report arrived without the stream-order check's report (forged by the candidate)"
     samples, spots = timed.get("samples_ms"), timed.get("spots")
     if not isinstance(samples, list) or not isinstance(spots, list):
@@ -67,12 +71,12 @@ def _stream_order_violation(messages: list[dict], order_seeds: int) -> str:
     """The stream-order report: only when asked for, after the trials, naming the one file and
     one of the check's own inputs."""
     events = [m.get("event") for m in messages]
-    if "stream_order" not in events:
+    if Kind.STREAM_ORDER not in events:
         return ""
-    report = messages[events.index("stream_order")]
+    report = messages[events.index(Kind.STREAM_ORDER)]
     if not order_seeds:
         return "the result channel carries a stream-order report the harness did not ask for (forged)"
-    if "observed" not in events or events.index("observed") > events.index("stream_order"):
+    if Kind.OBSERVED not in events or events.index(Kind.OBSERVED) > events.index(Kind.STREAM_ORDER):
         return "the stream-order report arrived before the correctness trials finished (forged by the candidate)"
     k = report.get("input")
     if type(k) is not int or not 1 <= k < order_seeds:

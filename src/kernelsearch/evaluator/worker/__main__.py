@@ -1,6 +1,6 @@
-"""Worker process entry point: ``python -m kernelsearch.evaluator.worker FD``.
+"""Worker process entry point: ``python -m kernelsearch.evaluator.worker FD ROLE SHIM [MODULE ...]``.
 
-Two roles, always in separate processes, the candidate's first:
+Every role runs in a process of its own, the candidate's first:
 
 - ``candidate``: builds (imports) the candidate, runs it on the correctness seeds and the
   timed loop, writes its raw outputs as tensor files and reports raw timings. It decides
@@ -8,12 +8,14 @@ Two roles, always in separate processes, the candidate's first:
 - ``judge``: runs only the reference. It recomputes the same inputs from the same seeds,
   compares the candidate's output files with the reference outputs, and times the eager and
   torch.compile baselines. The reference's outputs never exist in a process the candidate ran in.
+- ``build``, ``ceilings`` and roles registered by other packages (the problem linter's ``lint``).
 
 Messages go to the parent as JSON lines on a private pipe (the file descriptor in argv), not
-on stdout, which the candidate is free to fill with noise.
-
-The roles are in ``worker/candidate.py`` and ``judge/run.py``, what they share in
-``worker/common.py``; ``main`` here only dispatches.
+on stdout, which the candidate is free to fill with noise; ``kernelsearch.records.protocol`` says
+what they are. The roles are registered there by their owners (``kernelsearch.evaluator`` for its
+own); the parent puts the role's function (``"entry"``) in the job, and names in argv what to
+import while the job is awaited (MODULE ...) and whether to load the stream shim first (SHIM
+"1"). ``main`` here knows no role by name: it only calls the function the job names.
 """
 
 from __future__ import annotations
@@ -23,59 +25,40 @@ import os
 import sys
 import traceback
 
-from kernelsearch.evaluator.judge.run import run_judge
-from kernelsearch.evaluator.worker.candidate import build, run_candidate
-from kernelsearch.evaluator.worker.common import Channel, _tail
-from kernelsearch.evaluator.worker.streamshim import ENV as _SHIM_ENV
-from kernelsearch.evaluator.worker.streamshim import preload as _preload_shim
+from kernelsearch.evaluator.timing.streamshim import ENV as _SHIM_ENV
+from kernelsearch.evaluator.timing.streamshim import preload as _preload_shim
+from kernelsearch.evaluator.worker.common import _tail
+from kernelsearch.records.protocol import Channel, Kind
 
 # torch and the checks are imported lazily, inside main and the roles (whose modules import only
 # the standard library at their top), so that an ImportError still reaches the parent as a message.
 
 
-# What each role imports before it reads its job (argv[2]): a worker started ahead of its job
-# (sandbox.process.Worker) spends its wait here. torch._dynamo (through integrity) alone took ~4 s of
-# a 10 s worker start on an H100 host. Nothing here runs candidate code.
-_PRELOAD = {
-    "candidate": ("torch.utils.cpp_extension", "torch.profiler", "kernelsearch.evaluator.worker.guards",
-                  "kernelsearch.evaluator.timing.loop", "kernelsearch.evaluator.handover.outputs",
-                  "kernelsearch.evaluator.worker.streams"),
-    "judge": ("kernelsearch.evaluator.worker.guards", "kernelsearch.evaluator.timing.loop",
-              "kernelsearch.evaluator.handover.outputs", "kernelsearch.evaluator.judge.compare"),
-    "build": ("torch.utils.cpp_extension",),
-}
-
-
 def main(argv: list[str]) -> int:
     ch = Channel(int(argv[1]))
     try:
-        if len(argv) > 2 and argv[2] in ("candidate", "judge"):  # before torch: the shim precedes the CUDA libraries
+        if len(argv) > 3 and argv[3] == "1":  # before torch: the shim precedes the CUDA libraries
             _preload_shim(os.environ.get(_SHIM_ENV, ""))
         import importlib
 
         import torch
 
-        for name in _PRELOAD.get(argv[2] if len(argv) > 2 else "", ()):
+        # what the role imports before it reads its job: a worker started ahead of its job
+        # (sandbox.process.Worker) spends its wait here. Nothing here runs candidate code.
+        for name in argv[4:]:
             importlib.import_module(name)
 
         job = json.loads(sys.stdin.read())
         if job.get("device") == "cpu" and os.environ.get("OMP_NUM_THREADS", "").isdigit():
             torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-        if job["role"] == "candidate":
-            run_candidate(job, ch)
-        elif job["role"] == "build":
-            if build(job, ch) is not None:
-                ch.send("done")
-        elif job["role"] == "judge":
-            run_judge(job, ch)
-        elif job["role"] == "ceilings":  # the device's roofline ceilings: evaluator/timing/ceilings.py
-            __import__("kernelsearch.evaluator.timing.ceilings", fromlist=["run_measure"]).run_measure(job, ch)
-        elif job["role"] == "lint":  # the problem linter: kernelsearch.problems.lint_worker
-            __import__("kernelsearch.problems.lint_worker", fromlist=["run_lint"]).run_lint(job, ch)
+        entry = job.get("entry")
+        if not isinstance(entry, str) or ":" not in entry or not entry.startswith("kernelsearch."):
+            ch.send(Kind.ERROR, phase="setup", kind="runtime_error", message=f"unknown role {job.get('role')!r}")
         else:
-            ch.send("error", phase="setup", kind="runtime_error", message=f"unknown role {job['role']!r}")
+            module, function = entry.split(":", 1)
+            getattr(importlib.import_module(module), function)(job, ch)
     except BaseException as e:  # noqa: BLE001
-        ch.send("error", phase="harness", kind="harness_error", message=f"{type(e).__name__}: {e}"[:4000],
+        ch.send(Kind.ERROR, phase="harness", kind="harness_error", message=f"{type(e).__name__}: {e}"[:4000],
                 traceback=_tail(traceback.format_exc()))
     finally:
         try:

@@ -20,6 +20,7 @@ from kernelsearch.evaluator.worker.common import (
     make_model,
     param_digest,
 )
+from kernelsearch.records.protocol import Kind
 
 
 def _poison(device: str, nbytes: int) -> None:
@@ -68,21 +69,27 @@ def build(job: dict, ch: Channel):
     import torch
 
     device = job["device"]
-    ch.send("phase", phase="build")
+    ch.send(Kind.PHASE, phase="build")
     t0 = time.perf_counter()
     try:
         cand = load_module_plain(Path(job["candidate_path"]), "ks_candidate")
     except BaseException as e:  # noqa: BLE001 - everything the candidate throws is data
         kind = _classify_import_error(e)
-        ch.send("error", phase="build", kind=kind, message=f"{type(e).__name__}: {e}"[:4000],
+        ch.send(Kind.ERROR, phase="build", kind=kind, message=f"{type(e).__name__}: {e}"[:4000],
                 traceback=_tail(traceback.format_exc()))
         return None
     build_s = time.perf_counter() - t0
     if not hasattr(cand, "ModelNew"):
-        ch.send("error", phase="build", kind="rejected", message="module defines no ModelNew")
+        ch.send(Kind.ERROR, phase="build", kind="rejected", message="module defines no ModelNew")
         return None
-    ch.send("built", seconds=build_s, device_name=_device_name(device), torch_version=torch.__version__)
+    ch.send(Kind.BUILT, seconds=build_s, device_name=_device_name(device), torch_version=torch.__version__)
     return cand
+
+
+def run_build(job: dict, ch: Channel) -> None:
+    """The ``build`` role: import the candidate (its extension builds) and nothing more."""
+    if build(job, ch) is not None:
+        ch.send(Kind.DONE)
 
 
 def run_candidate(job: dict, ch: Channel) -> None:
@@ -90,7 +97,7 @@ def run_candidate(job: dict, ch: Channel) -> None:
 
     from kernelsearch.evaluator.handover.outputs import Sink
     from kernelsearch.evaluator.timing import loop as timing  # noqa: F401 - binds its clocks before any candidate code runs
-    from kernelsearch.evaluator.worker import streamshim
+    from kernelsearch.evaluator.timing import streamshim
     from kernelsearch.evaluator.worker.guards import CallGuard, GuardViolation
     from kernelsearch.evaluator.worker.launches import ComputeObserver
     from kernelsearch.evaluator.worker.streams import StreamOrder
@@ -108,18 +115,18 @@ def run_candidate(job: dict, ch: Channel) -> None:
     check_integrity, before_timed, after_timed, finish = (
         guard.check_integrity, guard.before_timed, guard.after_timed, guard.finish)
     order_check = StreamOrder(*streamshim.loaded()).check
-    hand = Sink(out_dir, int(job.get("device_handover_bytes") or 0), lambda why: ch.send("handover", note=why)).put
+    hand = Sink(out_dir, int(job.get("device_handover_bytes") or 0), lambda why: ch.send(Kind.HANDOVER, note=why)).put
     cand = build(job, ch)
     if cand is None:
         return
-    ch.send("phase", phase="run")
+    ch.send(Kind.PHASE, phase="run")
 
     phase = "init"
     try:
         check_integrity("while the candidate was imported")
         model = make_model(cand.ModelNew, problem, job["init_seed"], device, prec)
         check_integrity("while ModelNew was built")
-        ch.send("params", digest=param_digest(model))
+        ch.send(Kind.PARAMS, digest=param_digest(model))
         phase = "correctness"
         observer = ComputeObserver()
 
@@ -140,7 +147,7 @@ def run_candidate(job: dict, ch: Channel) -> None:
             keep(out, fp, f"trial {i}")
             mutated = [j for j, (a, b) in enumerate(zip(inputs, originals, strict=True))
                        if isinstance(a, torch.Tensor) and not torch.equal(a, b)]
-            ch.send("trial", index=i, mutated_inputs=mutated)
+            ch.send(Kind.TRIAL, index=i, mutated_inputs=mutated)
             if i == 0:  # determinism: the same inputs again, on fresh copies
                 again = [x.clone() if isinstance(x, torch.Tensor) else x for x in originals]
                 _poison(device, max(64 << 20, 2 * _nbytes(inputs)))
@@ -149,12 +156,12 @@ def run_candidate(job: dict, ch: Channel) -> None:
                 keep(out2, fp2, "the determinism run")
                 del out2, again
             del out, inputs, originals
-        ch.send("observed", torch_compute=dict(observer.seen))
+        ch.send(Kind.OBSERVED, torch_compute=dict(observer.seen))
         if device == "cuda" and job.get("order_seeds") and not job.get("skip_timing"):
             phase = "stream order"
-            ch.send("phase", phase="stream order")
+            ch.send(Kind.PHASE, phase="stream order")
             _stream_order(order_check, model, problem, job, ch, before, after, hand)
-            ch.send("phase", phase="run")
+            ch.send(Kind.PHASE, phase="run")
         if not job.get("skip_timing"):  # sanitizer runs: correctness only
             phase = "timing"
             _timed_loop(model, problem, job, ch, hand, before_timed, after_timed, finish)
@@ -166,14 +173,14 @@ def run_candidate(job: dict, ch: Channel) -> None:
         elif device == "cpu" and job.get("profile"):
             _profile_cpu(model, make_inputs(problem, job["trial_seeds"][0], device, dist, prec), ch)
     except GuardViolation as e:
-        ch.send("error", phase=phase, kind="rejected", message=str(e)[:4000])
+        ch.send(Kind.ERROR, phase=phase, kind="rejected", message=str(e)[:4000])
         return
     except BaseException as e:  # noqa: BLE001
         kind = "compile_error" if _is_compile_exception(e) else "runtime_error"
-        ch.send("error", phase=phase, kind=kind, message=f"{type(e).__name__}: {e}"[:4000],
+        ch.send(Kind.ERROR, phase=phase, kind=kind, message=f"{type(e).__name__}: {e}"[:4000],
                 traceback=_tail(traceback.format_exc()))
         return
-    ch.send("done")
+    ch.send(Kind.DONE)
 
 
 def _stream_order(check, model, problem, job: dict, ch: Channel, before, after, hand) -> None:
@@ -198,7 +205,7 @@ def _stream_order(check, model, problem, job: dict, ch: Channel, before, after, 
 
     snap, report = check(forward, inputs, len(seeds), before, after)
     hand(ORDER_FILE, snap)
-    ch.send("stream_order", file=ORDER_FILE, **asdict(report))
+    ch.send(Kind.STREAM_ORDER, file=ORDER_FILE, **asdict(report))
 
 
 def _timed_loop(model, problem, job: dict, ch: Channel, hand, before, after, finish) -> None:
@@ -209,16 +216,16 @@ def _timed_loop(model, problem, job: dict, ch: Channel, hand, before, after, fin
 
     tcfg = TimingConfig(**job["timing"])
     sets, inputs_for = _timing_inputs(problem, job, tcfg)
-    ch.send("phase", phase="timing")  # an executor keeps compilers paused until the next phase
+    ch.send(Kind.PHASE, phase="timing")  # an executor keeps compilers paused until the next phase
     run = time_calls(model, sets, job["device"], tcfg, spot_checks=tcfg.spot_checks, inputs_for=inputs_for,
                      before=before, after=after)
-    ch.send("phase", phase="run")
+    ch.send(Kind.PHASE, phase="run")
     finish()
     spots = []
     for j, (k, out) in enumerate(run.spot_outputs):
         hand(f"timed{j}.kst", out)
         spots.append({"file": f"timed{j}.kst", "input_set": k})
-    ch.send("timing", samples_ms=run.samples_ms, spots=spots, late=run.late, unjoined=run.unjoined)
+    ch.send(Kind.TIMING, samples_ms=run.samples_ms, spots=spots, late=run.late, unjoined=run.unjoined)
 
 
 def _profile_check(model, inputs: list, kernel_names: list[str], ch: Channel) -> None:
@@ -235,9 +242,9 @@ def _profile_check(model, inputs: list, kernel_names: list[str], ch: Channel) ->
         with torch.no_grad():
             prof = profile_kernels(lambda: model(*inputs))
     except Exception as e:  # noqa: BLE001 - CUPTI missing or busy: report, do not judge
-        ch.send("profile", error=f"{type(e).__name__}: {e}"[:500])
+        ch.send(Kind.PROFILE, error=f"{type(e).__name__}: {e}"[:500])
         return
-    ch.send("profile", **prof)
+    ch.send(Kind.PROFILE, **prof)
     launched = list(prof["kernels"])  # empty: the profiler saw nothing (no CUPTI access), so no verdict
     if kernel_names and launched and not any(re.search(rf"\b{re.escape(n)}\b", k)
                                              for n in kernel_names for k in launched):
@@ -253,6 +260,6 @@ def _profile_cpu(model, inputs: list, ch: Channel) -> None:
 
     try:
         with torch.no_grad():
-            ch.send("profile", **profile_cpu(lambda: model(*inputs)))
+            ch.send(Kind.PROFILE, **profile_cpu(lambda: model(*inputs)))
     except Exception as e:  # noqa: BLE001 - a profiler that fails only loses feedback
-        ch.send("profile", error=f"{type(e).__name__}: {e}"[:500])
+        ch.send(Kind.PROFILE, error=f"{type(e).__name__}: {e}"[:500])

@@ -1,31 +1,16 @@
-"""What every role of the worker process shares: the message channel to the parent, models and
-inputs made from seeds (the same way in the candidate's process and the judge's), the device's
-name. The roles import it (candidate and judge, and the ceilings and lint roles that
-``__main__`` dispatches by name); it imports none of them, so no role imports the entry point.
+"""What every role of the worker process shares: models and inputs made from seeds (the same way
+in the candidate's process and the judge's). The message channel to the parent is
+``kernelsearch.records.protocol.Channel`` and the device's name ``timing.device``; both are
+re-exported here for the roles. No role is imported here, so no role imports the entry point.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from pathlib import Path
-from typing import Any
 
-
-class Channel:
-    def __init__(self, fd: int):
-        self.f = os.fdopen(fd, "w", buffering=1)
-
-    def send(self, event: str, **payload: Any) -> None:
-        self.f.write(json.dumps({"event": event, **payload}, default=_jsonable) + "\n")
-        self.f.flush()
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, float):
-        return x
-    return str(x)
+from kernelsearch.evaluator.timing.device import device_name as _device_name  # noqa: F401 - for the roles
+from kernelsearch.records.protocol import Channel  # noqa: F401 - for the roles
 
 
 def _tail(text: str, n: int = 6000) -> str:
@@ -120,24 +105,6 @@ def _dtype_name(precision: str) -> str:
     from kernelsearch.problems.loader import PRECISIONS
 
     return PRECISIONS[precision]
-
-
-def _device_name(device: str) -> str:
-    import platform
-
-    import torch
-
-    if device == "cuda":
-        return torch.cuda.get_device_name(torch.cuda.current_device())
-    name = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{name} ({os.cpu_count()} cores)"
 
 
 def _timing_inputs(problem, job: dict, tcfg) -> tuple[list, object]:

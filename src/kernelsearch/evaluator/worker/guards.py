@@ -113,7 +113,7 @@ class CallGuard:
         self._timed = 0
 
     def install(self) -> None:
-        from kernelsearch.evaluator.worker.streamshim import loaded
+        from kernelsearch.evaluator.timing.streamshim import loaded
 
         hooked = self.launches.install() if self.launches is not None else []
         shim, _ = loaded()  # the timed loop's hold and join go through the shim's bound functions

@@ -41,9 +41,9 @@ import torch
 
 from kernelsearch.evaluator.config import STREAM_ORDER_CALLS
 from kernelsearch.evaluator.timing.loop import _SideStreams, _spin_cycles, copy_output
+from kernelsearch.evaluator.timing.streamshim import StreamShim
 from kernelsearch.evaluator.worker.fingerprint import fingerprint
 from kernelsearch.evaluator.worker.guards import GuardViolation
-from kernelsearch.evaluator.worker.streamshim import StreamShim
 
 _sync = torch.cuda.synchronize
 _Event = torch.cuda.Event

@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelsearch.evaluator.verdict.records import EvalResult, Status
 from kernelsearch.metrics.fastp import speedup_spread
+from kernelsearch.records.result import EvalResult, Status
 from kernelsearch.search.ranking import Baseline, pct_of
 from kernelsearch.search.report import idea_label, trajectory
 from kernelsearch.search.store import RunStore

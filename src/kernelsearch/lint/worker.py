@@ -1,6 +1,6 @@
 """The ``lint`` worker role: run each reference the way the harness does and report weak rewards.
 
-Runs inside ``python -m kernelsearch.evaluator.worker`` (the parent is ``problems.lint``), so a
+Runs inside ``python -m kernelsearch.evaluator.worker`` (the parent is ``lint.linter``), so a
 reference that crashes or hangs costs only its own findings. Models and inputs are built with
 the harness's own ``make_model`` / ``make_inputs`` (seeded, at the problem's precision),
 and outputs are judged with the harness's ``compare``, so "passes the tolerance" here means
@@ -22,8 +22,9 @@ import torch
 from kernelsearch.evaluator.judge.compare import compare, flat_slices
 from kernelsearch.evaluator.timing.loop import sync
 from kernelsearch.evaluator.worker.common import Channel, make_inputs, make_model
-from kernelsearch.problems.lint import Finding
+from kernelsearch.lint.linter import Finding
 from kernelsearch.problems.loader import load_module
+from kernelsearch.records.protocol import Kind
 
 INIT_SEED = 0
 SEEDS = (11, 12, 13)  # three input draws; the first is also run twice (determinism)
@@ -39,19 +40,19 @@ def run_lint(job: dict, ch: Channel) -> None:
     device = job["device"]
     for item in job["problems"]:
         i = item["index"]
-        ch.send("phase", phase=f"lint:{i}")
+        ch.send(Kind.PHASE, phase=f"lint:{i}")
         unfit = _unfit(Path(item["path"]), device, job, item.get("precision"))
         if unfit:  # not run: it would kill this worker, and the problems after it with it
-            ch.send("finding", index=i, code="run-error", severity="error", message=unfit[:500])
-            ch.send("linted", index=i)
+            ch.send(Kind.FINDING, index=i, code="run-error", severity="error", message=unfit[:500])
+            ch.send(Kind.LINTED, index=i)
             continue
         for f in lint_reference(Path(item["path"]), device, item["atol"], item["rtol"], f"ks_lint_problem_{i}",
                                 item.get("precision")):
-            ch.send("finding", index=i, code=f.code, severity=f.severity, message=f.message)
-        ch.send("linted", index=i)
+            ch.send(Kind.FINDING, index=i, code=f.code, severity=f.severity, message=f.message)
+        ch.send(Kind.LINTED, index=i)
         if device == "cuda":
             torch.cuda.empty_cache()
-    ch.send("done")
+    ch.send(Kind.DONE)
 
 
 def _unfit(path: Path, device: str, job: dict, precision: str | None) -> str:

@@ -4,7 +4,7 @@ A search loop exploits every gap in its reward. A reference whose output is (nea
 whose tolerance accepts an all-zeros or constant output, that ignores an input or a weight, that
 is too brief to time, or that is nondeterministic lets a kernel "win" without doing the work.
 The checks run the reference, which is user code, so they run in a worker process
-(``kernelsearch.evaluator.sandbox.process.run_worker``, role ``lint``, see ``lint_worker``): a crash,
+(``kernelsearch.evaluator.sandbox.process.run_worker``, role ``lint``, see ``lint.worker``): a crash,
 hang or memory blow-up becomes a ``run-error`` finding for that problem, and the rest go on.
 """
 
@@ -21,6 +21,7 @@ from pathlib import Path
 from kernelsearch.evaluator.config import Limits, default_home
 from kernelsearch.evaluator.sandbox.process import WorkerOutcome, run_worker
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.protocol import Kind
 
 SEVERITIES = ("error", "warning", "info")
 LINT_VERSION = 2  # part of the cache key: raise it when a check changes
@@ -95,14 +96,14 @@ def lint(problems: Sequence[Problem], device: str = "cpu", *, timeout_s: float =
         started: list[int] = []
         for m in out.messages:  # the reference shares the worker: take nothing on trust
             event, phase = m.get("event"), str(m.get("phase", ""))
-            i = m.get("index") if event != "phase" else (int(phase[5:]) if phase[5:].isdigit() else None)
+            i = m.get("index") if event != Kind.PHASE else (int(phase[5:]) if phase[5:].isdigit() else None)
             if type(i) is not int or not 0 <= i < len(reports):
                 continue
-            if event == "finding":
+            if event == Kind.FINDING:
                 reports[i].findings.append(Finding(str(m.get("code")), str(m.get("severity")), str(m.get("message"))))
-            elif event == "linted":
+            elif event == Kind.LINTED:
                 done.add(i)
-            elif event == "phase" and phase.startswith("lint:"):
+            elif event == Kind.PHASE and phase.startswith("lint:"):
                 started.append(i)
         left = [i for i in pending if i not in done]
         if not left:
@@ -127,7 +128,7 @@ def _death(out: WorkerOutcome, timeout_s: float) -> str:
         return "the reference printed more output than the worker limit"
     if out.killed == "processes":
         return "the reference started more processes than the worker limit"
-    err = out.first("error")
+    err = out.first(Kind.ERROR)
     if err:
         return str(err.get("message", "worker error"))[:300]
     rc = out.returncode

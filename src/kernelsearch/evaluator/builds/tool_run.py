@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from kernelsearch.evaluator.builds.cache import build_dir, building
-from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.candidate import Candidate
 
 
 @contextmanager
