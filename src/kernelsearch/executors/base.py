@@ -28,11 +28,12 @@ from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.candidate import Candidate
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import evaluate, new_result
+from kernelsearch.evaluator.storage import ResultStore
 from kernelsearch.evaluator.verdict.records import EvalResult, Status
 from kernelsearch.executors.dedup import Deduper
 from kernelsearch.problems.loader import Problem
 
-EvaluateFn = Callable[[Problem, Candidate, EvalConfig, "Archive | None"], EvalResult]
+EvaluateFn = Callable[[Problem, Candidate, EvalConfig, "ResultStore | None"], EvalResult]
 
 
 @dataclass
@@ -78,7 +79,7 @@ class Stats:
                 "lanes_used": sorted(map(str, self.lanes_used))}
 
 
-class _Fatal:
+class Fatal:
     """An exception that must stop the caller (KeyboardInterrupt-like), queued in order."""
 
     def __init__(self, exc: BaseException):
@@ -100,7 +101,7 @@ class Executor(ABC):
         self.evaluate_fn = evaluate_fn
         self.stats = Stats()
         self._seq = itertools.count()
-        self._done: queue.Queue[Finished | _Fatal] = queue.Queue()
+        self._done: queue.Queue[Finished | Fatal] = queue.Queue()
         self._outstanding = 0  # submitted, not yet returned by poll
         self._dedup = Deduper(archive) if dedup else None
         self._followers: dict[int, list[Job]] = {}  # original's seq -> identical jobs waiting for it
@@ -143,7 +144,7 @@ class Executor(ABC):
         except queue.Empty:
             return out
         while True:
-            if isinstance(item, _Fatal):
+            if isinstance(item, Fatal):
                 if out:
                     self._fatal = item.exc
                     return out
@@ -187,7 +188,7 @@ class Executor(ABC):
     # -- for subclasses ---------------------------------------------------------------------
     @abstractmethod
     def _start(self, job: Job) -> None:
-        """Begin the work for an original job; eventually put a Finished (or _Fatal) in _done."""
+        """Begin the work for an original job; eventually put a Finished (or Fatal) in _done."""
 
     @abstractmethod
     def _shutdown(self, wait: bool) -> None: ...

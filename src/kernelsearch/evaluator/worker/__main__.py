@@ -25,7 +25,7 @@ import traceback
 
 from kernelsearch.evaluator.judge.run import run_judge
 from kernelsearch.evaluator.worker.candidate import build, run_candidate
-from kernelsearch.evaluator.worker.common import Channel, _tail
+from kernelsearch.evaluator.worker.common import Channel, tail
 from kernelsearch.evaluator.worker.streamshim import ENV as _SHIM_ENV
 from kernelsearch.evaluator.worker.streamshim import preload as _preload_shim
 
@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
             ch.send("error", phase="setup", kind="runtime_error", message=f"unknown role {job['role']!r}")
     except BaseException as e:  # noqa: BLE001
         ch.send("error", phase="harness", kind="harness_error", message=f"{type(e).__name__}: {e}"[:4000],
-                traceback=_tail(traceback.format_exc()))
+                traceback=tail(traceback.format_exc()))
     finally:
         try:
             ch.f.flush()
