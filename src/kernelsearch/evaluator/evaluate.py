@@ -1,8 +1,10 @@
 """Evaluate one candidate: screen, then the candidate's worker, then the judge, then a verdict.
 
 The verdict is computed here, in the parent, from the judge's comparisons (made in a process
-the candidate never ran in) and the candidate worker's raw timings. A failure anywhere is a
-status and a reason, never an exception that stops the caller.
+the candidate never ran in) and the candidate worker's raw timings; each decision is one of
+verdict/decide.py's. A failure anywhere is a status and a reason, never an exception that
+stops the caller. The store the caller hands in (evaluator/storage.py) is read for cached
+baselines during the judgement and written only once the verdict is final.
 """
 
 from __future__ import annotations
