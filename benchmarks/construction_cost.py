@@ -35,7 +35,7 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from kernelsearch.evaluator.worker.common import _seeded, make_model
+    from kernelsearch.evaluator.worker.common import make_model, seeded
     from kernelsearch.problems.loader import load_module
 
     print("| problem | parameters | on the CPU, then moved (s) | on the device (s) | peak host RSS (GB) |")
@@ -44,7 +44,7 @@ def main() -> None:
         module = load_module(path, device=args.device)
 
         def direct(module=module):
-            _seeded(7)
+            seeded(7)
             with torch.device(args.device):
                 return module.Model(*module.get_init_inputs())
 

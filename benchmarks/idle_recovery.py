@@ -62,7 +62,7 @@ def main() -> int:
     cand = common.load_module_plain(args.candidate, "ks_recovery_candidate")
     model = common.make_model(cand.ModelNew, problem, 7, "cuda")
     x = common.make_inputs(problem, 1, "cuda")
-    flush = timing._Flusher("cuda")
+    flush = timing.Flusher("cuda")
     with torch.no_grad():
         model(*x)
     torch.cuda.synchronize()
@@ -71,8 +71,8 @@ def main() -> int:
     if args.heat != "none":
         heat(args.heat, args.heat_ms)
     flush.rewarm(2000.0)
-    spin = timing._spin_cycles(50.0)
-    side = timing._SideStreams()
+    spin = timing.spin_cycles(50.0)
+    side = timing.SideStreams()
     calls: list[tuple[float, float]] = []
     clocks: list[tuple[float, int]] = []
     with torch.no_grad():

@@ -11,8 +11,8 @@ Here the compiler's CPU work runs in parallel and only the timing is serial:
    (``KERNELSEARCH_HOME/judge-cache``). Nothing is timed, and autotuning results are not kept:
    configurations picked on a shared GPU are picked again on a quiet one.
 2. time: one process at a time takes a chunk of problems and times each as the judge does: the
-   model and the timed calls' inputs from the judge's seeds (``make_model``, ``_timing_inputs``),
-   ``time_calls`` with the judge's per-call hooks (``_baseline_hooks``), the stream shim loaded
+   model and the timed calls' inputs from the judge's seeds (``make_model``, ``timing_inputs``),
+   ``time_calls`` with the judge's per-call hooks (``baseline_hooks``), the stream shim loaded
    before torch. Its torch.compile finds the caches warm.
 
 A problem that fails or kills its process gets a row saying why; the others go on. Rows go to
@@ -168,12 +168,12 @@ def run_time(spec: dict) -> None:
     import torch
 
     from kernelsearch.evaluator.config import TimingConfig
-    from kernelsearch.evaluator.judge.run import _baseline_hooks, baseline_timings
-    from kernelsearch.evaluator.worker.common import _timing_inputs, make_model
+    from kernelsearch.evaluator.judge.run import baseline_hooks, baseline_timings
+    from kernelsearch.evaluator.worker.common import make_model, timing_inputs
     from kernelsearch.problems.loader import load_module
 
     device, out = spec["device"], Path(spec["out"])
-    hooks = _baseline_hooks(device)
+    hooks = baseline_hooks(device)
     # device memory taken before timing, as the outputs handed over in device memory take it in
     # an evaluation (docs/measurements.md: 66 GiB held left the convolutions' times unchanged)
     held = torch.empty(int(spec.get("hold_gib", 0) * GIB), dtype=torch.uint8, device=device)  # noqa: F841
@@ -187,7 +187,7 @@ def run_time(spec: dict) -> None:
             module = load_module(Path(job["path"]), device=device, name=f"ks_times_{job['n']}")
             model = make_model(module.Model, module, job["init_seed"], device)
             tcfg = TimingConfig(**job["timing"])
-            sets, inputs_for = _timing_inputs(module, {"device": device, "timing_seeds": job["timing_seeds"]}, tcfg)
+            sets, inputs_for = timing_inputs(module, {"device": device, "timing_seeds": job["timing_seeds"]}, tcfg)
             t0 = time.monotonic()
             for kind, stats, error in baseline_timings(model, sets, inputs_for, device, tcfg, hooks, spec["compile"]):
                 if stats is not None:
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from kernelsearch.evaluator.config import EvalConfig, default_home
-    from kernelsearch.evaluator.evaluate import _draw_seeds, _stream_shim
+    from kernelsearch.evaluator.evaluate import draw_seeds, stream_shim_env
     from kernelsearch.evaluator.sandbox.scratch import available_memory
 
     t0 = time.monotonic()
@@ -264,11 +264,11 @@ def main(argv: list[str] | None = None) -> int:
             if previous.get(item.key, {}).get("error") != f"failed to load: {error}":
                 append(out, {"key": item.key, "error": f"failed to load: {error}"})
             continue
-        init_seed, _, timing_seeds, _ = _draw_seeds(config, 0)
+        init_seed, _, timing_seeds, _ = draw_seeds(config, 0)
         jobs.append({"key": item.key, "n": n, "path": str(problem.path), "init_seed": init_seed,
                      "timing_seeds": timing_seeds, "timing": asdict(config.timing), "device": device,
                      "need": device_need(problem, device, home)})
-    shim, why = _stream_shim(config)
+    shim, why = stream_shim_env(config)
     if why:
         print(f"no stream shim: {why}", file=sys.stderr)
     env = _env(home, shim)

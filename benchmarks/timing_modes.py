@@ -173,7 +173,7 @@ def probe(model, problem, seeds: list[int]) -> dict:
     return out
 
 
-class _NoSides(timing_mod._SideStreams):
+class _NoSides(timing_mod.SideStreams):
     """Holds and joins nothing: the caller's stream alone."""
 
     def __init__(self) -> None:
@@ -184,7 +184,7 @@ class _NoSides(timing_mod._SideStreams):
 def sides(model, problem, seeds: list[int], rounds: int = 2) -> list[dict]:
     import time
 
-    real, rows = timing_mod._SideStreams, []
+    real, rows = timing_mod.SideStreams, []
 
     def noop(*args):  # an empty call: what the window costs with nothing in it
         return args[0]
@@ -193,7 +193,7 @@ def sides(model, problem, seeds: list[int], rounds: int = 2) -> list[dict]:
         for r in range(rounds):
             for held in (True, False):
                 for label, fn in (("kernel", model), ("empty", noop)):
-                    timing_mod._SideStreams = real if held else _NoSides
+                    timing_mod.SideStreams = real if held else _NoSides
                     run = timing_mod.time_calls(fn, [], "cuda", TimingConfig(min_reps=20, max_reps=20),
                                                 inputs_for=lambda k: common.make_inputs(problem, seeds[k % len(seeds)],
                                                                                         "cuda"),
@@ -202,7 +202,7 @@ def sides(model, problem, seeds: list[int], rounds: int = 2) -> list[dict]:
                                  "median_ms": statistics.median(run.samples_ms), "late": run.late,
                                  "samples_ms": [round(x, 4) for x in run.samples_ms]})
     finally:
-        timing_mod._SideStreams = real
+        timing_mod.SideStreams = real
     return rows
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from kernelsearch.evaluator.evaluate import _library_compute
 from kernelsearch.evaluator.sandbox.process import WorkerOutcome
 from kernelsearch.evaluator.timing.library import (
     FALLBACK_SHARE,
@@ -15,6 +14,7 @@ from kernelsearch.evaluator.timing.library import (
     short_name,
 )
 from kernelsearch.evaluator.timing.profiling import from_report
+from kernelsearch.evaluator.verdict.decide import library_compute
 from kernelsearch.records.result import EvalResult, Status
 
 # demangled names as torch.profiler reports them
@@ -137,19 +137,19 @@ def _result(device: str = "cuda") -> EvalResult:
 
 
 def test_parent_flags_from_the_workers_report():
-    """evaluate._library_compute, the parent's decision: flag, note with names and share."""
+    """decide.library_compute, the parent's decision: flag, note with names and share."""
     aten = WorkerOutcome(messages=[{"event": "profile", **report({ATEN_SOFTMAX: (0.2, 1), OWN[0]: (0.01, 1)})}])
     res = _result()
-    why = _library_compute(aten, res)
+    why = library_compute(aten, res)
     assert res.flags == ["torch_fallback"] and "cunn_SoftMaxForward" in why and "95%" in why
     assert res.errors == [why]
     honest = WorkerOutcome(messages=[{"event": "profile", **report({OWN[0]: (0.2, 1), ATEN_FILL: (0.1, 1)})}])
     res = _result()
-    assert _library_compute(honest, res) == "" and res.flags == [] and res.errors == []
+    assert library_compute(honest, res) == "" and res.flags == [] and res.errors == []
     cpu = WorkerOutcome(messages=[{"event": "profile", **report({ATEN_SOFTMAX: (0.2, 1)})}])
     res = _result("cpu")
-    assert _library_compute(cpu, res) == "" and res.flags == []  # the CPU profile is feedback only
-    assert _library_compute(WorkerOutcome(), _result()) == ""  # no profile: no decision
+    assert library_compute(cpu, res) == "" and res.flags == []  # the CPU profile is feedback only
+    assert library_compute(WorkerOutcome(), _result()) == ""  # no profile: no decision
 
 
 def test_profile_feedback_shows_the_share():

@@ -33,7 +33,7 @@ def median(fn):
 
 out["plain_ms"] = median(lambda: x.add(1))
 out["after_plain"] = shim.count()  # nothing made a non-blocking stream: the pool untouched
-cycles = loop._spin_cycles(500.0)  # after the loop's warm-up: calibrated on an idle GPU, a spin ran ~7 us
+cycles = loop.spin_cycles(500.0)  # after the loop's warm-up: calibrated on an idle GPU, a spin ran ~7 us
 
 def unjoined(side):
     def call():

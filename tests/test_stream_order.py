@@ -16,7 +16,7 @@ from conftest import DATA
 
 from kernelsearch.evaluator.builds.stream_shim import shim_path
 from kernelsearch.evaluator.config import STREAM_ORDER_CALLS, EvalConfig, TimingConfig
-from kernelsearch.evaluator.evaluate import _draw_seeds, evaluate
+from kernelsearch.evaluator.evaluate import draw_seeds, evaluate
 from kernelsearch.evaluator.verdict.protocol import protocol_violation
 from kernelsearch.evaluator.worker.streams import race, unordered_reason
 from kernelsearch.problems.loader import load_problem
@@ -181,12 +181,12 @@ def test_protocol_checks_the_stream_order_report():
 
 def test_stream_order_seeds_only_on_cuda_and_apart_from_the_rest():
     cuda = EvalConfig(device="cuda", seed=7)
-    init, trials, timing, order = _draw_seeds(cuda, 3)
+    init, trials, timing, order = draw_seeds(cuda, 3)
     assert len(order) == 1 + STREAM_ORDER_CALLS and len(set(order)) == len(order)
     assert not set(order) & ({init} | set(trials) | set(timing))
     # drawn last: a fixed seed gives the same trial and timing inputs with and without the check
-    assert _draw_seeds(EvalConfig(device="cpu", seed=7), 3) == (init, trials, timing, [])
-    assert _draw_seeds(cuda.with_(stream_check=False), 3)[3] == []
+    assert draw_seeds(EvalConfig(device="cpu", seed=7), 3) == (init, trials, timing, [])
+    assert draw_seeds(cuda.with_(stream_check=False), 3)[3] == []
 
 
 def test_cpu_evaluation_skips_the_check(cpu_config, tmp_path):

@@ -48,10 +48,10 @@ def _median_ms(fn, cover_us: float, flush: bool = False, side_streams: bool = Fa
     """``side_streams``: ``fn`` leaves work on side streams, so the loop holds torch's pool."""
     import statistics
 
-    from kernelsearch.evaluator.timing.loop import _SideStreams, time_calls
+    from kernelsearch.evaluator.timing.loop import SideStreams, time_calls
 
     cfg = TimingConfig(warmup=3, warmup_ms=20.0, min_reps=20, max_reps=20, flush_cache=flush, cover_launch_us=cover_us)
-    sides = _SideStreams if side_streams else _NothingToHold
+    sides = SideStreams if side_streams else _NothingToHold
     return statistics.median(time_calls(fn, [[]], "cuda", cfg, sides=sides).samples_ms)
 
 
@@ -72,9 +72,9 @@ def test_launch_cover_hides_only_host_time_before_the_first_kernel():
 def test_rewarm_repeats_the_flush_for_the_device_time_asked():
     import torch
 
-    from kernelsearch.evaluator.timing.loop import _Flusher
+    from kernelsearch.evaluator.timing.loop import Flusher
 
-    flush = _Flusher("cuda")
+    flush = Flusher("cuda")
     flush.rewarm(1000.0)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize()
@@ -109,10 +109,10 @@ def test_work_on_any_stream_is_timed(where):
     the legacy default stream; a call that waits for the GPU itself takes the synchronising path."""
     import torch
 
-    from kernelsearch.evaluator.timing.loop import _spin_cycles
+    from kernelsearch.evaluator.timing.loop import spin_cycles
 
     torch.cuda.synchronize()
-    cycles = _spin_cycles(500.0)
+    cycles = spin_cycles(500.0)
     x = torch.zeros(16, device="cuda")
     side = _raw_blocking_stream() if where == "raw blocking stream" else torch.cuda.Stream()
 

@@ -142,7 +142,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
 def cmd_problems(args: argparse.Namespace) -> int:
     from kernelsearch.problems.describe import describe
-    from kernelsearch.problems.loader import _level_of
+    from kernelsearch.problems.loader import level_of
     from kernelsearch.report.terminal import print_problems
 
     try:
@@ -155,7 +155,7 @@ def cmd_problems(args: argparse.Namespace) -> int:
         # one entry per file; a file that failed to load has "error" and "hint" instead of "gpu" and "cpu"
         out = [{"name": p.name, "level": p.level, "group": p.group, "library": p.library, "path": str(p.path),
                 "gpu": g.to_dict(), "cpu": c.to_dict()} for p, g, c in rows]
-        out += [{"level": _level_of(f.path), **f.to_dict()} for f in failures]
+        out += [{"level": level_of(f.path), **f.to_dict()} for f in failures]
         print(json.dumps(sorted(out, key=lambda d: Path(d["path"]).name)))
     elif rows:
         print_problems(rows)

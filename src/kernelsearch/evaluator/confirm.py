@@ -16,9 +16,10 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import evaluate
+from kernelsearch.evaluator.storage import ConfirmationStore
+from kernelsearch.evaluator.verdict.decide import not_confirmed
 from kernelsearch.problems.loader import Problem
 from kernelsearch.records.candidate import Candidate
 from kernelsearch.records.result import Status
@@ -107,7 +108,7 @@ class Confirmation:
 
 
 def confirm(problem: Problem, candidate: Candidate, config: EvalConfig, processes: int = DEFAULT_PROCESSES,
-            compile_ms: float | None = None, archive: Archive | None = None) -> Confirmation:
+            compile_ms: float | None = None, archive: ConfirmationStore | None = None) -> Confirmation:
     """Time ``candidate`` in ``processes`` fresh evaluations, and record the result in
     ``archive`` when given. Stops at the first one that does not find it correct (its reason
     is kept): a kernel that fails is not published."""
@@ -118,9 +119,10 @@ def confirm(problem: Problem, candidate: Candidate, config: EvalConfig, processe
     for _ in range(processes):
         r = evaluate(problem, candidate, cfg, archive=None)
         conf.statuses.append(r.status.value)
-        if r.status is not Status.CORRECT or r.candidate_timing is None or r.eager_timing is None:
-            conf.reason = f"{r.status.value}: {r.reason}"[:500]
+        conf.reason = not_confirmed(r)
+        if conf.reason:
             break
+        assert r.candidate_timing is not None and r.eager_timing is not None
         conf.candidate_ms.append(r.candidate_timing.median_ms)
         conf.candidate_rel.append(r.candidate_timing.rel_spread)
         conf.eager_ms.append(r.eager_timing.median_ms)

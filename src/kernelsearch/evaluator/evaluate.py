@@ -1,8 +1,10 @@
 """Evaluate one candidate: screen, then the candidate's worker, then the judge, then a verdict.
 
 The verdict is computed here, in the parent, from the judge's comparisons (made in a process
-the candidate never ran in) and the candidate worker's raw timings. A failure anywhere is a
-status and a reason, never an exception that stops the caller.
+the candidate never ran in) and the candidate worker's raw timings; each decision is one of
+verdict/decide.py's. A failure anywhere is a status and a reason, never an exception that
+stops the caller. The store the caller hands in (evaluator/storage.py) is read for cached
+baselines during the judgement and written only once the verdict is final.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import random
 import re
 import secrets
 import shutil
-import signal
 import tempfile
 import time
 from collections import Counter
@@ -21,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.builds.cache import build_dir, building
 from kernelsearch.evaluator.builds.stream_shim import ShimUnavailable, shim_path
 from kernelsearch.evaluator.config import LATE_RETRIES, ORDER_FILE, STREAM_ORDER_CALLS, EvalConfig
@@ -36,29 +36,18 @@ from kernelsearch.evaluator.handover import fds
 from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
 from kernelsearch.evaluator.sandbox.scratch import make_workdir
 from kernelsearch.evaluator.screen.python import screen
+from kernelsearch.evaluator.storage import BaselineStore, MeasuredBaselines, ResultStore
 from kernelsearch.evaluator.timing.ceilings import ceilings, roofline
-from kernelsearch.evaluator.timing.library import library_share
+from kernelsearch.evaluator.timing.device import device_name as _device_name
 from kernelsearch.evaluator.timing.profiling import from_report, ncu_profile, summarise
 from kernelsearch.evaluator.timing.streamshim import ENV as _SHIM_ENV
-from kernelsearch.evaluator.verdict.protocol import protocol_violation
-from kernelsearch.evaluator.verdict.roofline import impossible
-from kernelsearch.evaluator.verdict.weights import init_difference
+from kernelsearch.evaluator.verdict import decide
+from kernelsearch.evaluator.verdict.decide import Verdict
 from kernelsearch.problems.describe import describe_cached
 from kernelsearch.problems.loader import Problem
 from kernelsearch.records.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.records.protocol import Kind
-from kernelsearch.records.result import EvalResult, Status, TimingStats, TrialCheck
-
-_SIGNALS = {
-    signal.SIGSEGV: "segmentation fault",
-    signal.SIGBUS: "bus error",
-    signal.SIGABRT: "abort",
-    signal.SIGFPE: "floating-point exception",
-    signal.SIGILL: "illegal instruction",
-    signal.SIGKILL: "killed",
-    signal.SIGXFSZ: "file size limit exceeded",
-    signal.SIGXCPU: "CPU time limit exceeded",
-}
+from kernelsearch.records.result import EvalResult, Status, TimingStats
 
 
 def host_device_name(device: str) -> str:
@@ -67,8 +56,6 @@ def host_device_name(device: str) -> str:
         import torch
 
         return torch.cuda.get_device_name(torch.cuda.current_device()) if torch.cuda.is_available() else "cuda"
-    from kernelsearch.evaluator.worker.common import _device_name
-
     return _device_name("cpu")
 
 
@@ -84,8 +71,10 @@ def baseline_key(problem: Problem, config: EvalConfig) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
-def evaluate(problem: Problem, candidate: Candidate, config: EvalConfig, archive: Archive | None = None) -> EvalResult:
-    """Evaluate and, if an archive is given, record the result there."""
+def evaluate(problem: Problem, candidate: Candidate, config: EvalConfig,
+             archive: ResultStore | None = None) -> EvalResult:
+    """Evaluate and, if a store is given (an ``archive.db.Archive``, or any ``storage.ResultStore``),
+    read cached baselines from it and record the result there once the verdict is final."""
     return finish(prepare(problem, candidate, config), archive)
 
 
@@ -108,6 +97,7 @@ class Prepared:
     handed: list[fds.Handed] = field(default_factory=list)  # outputs in device memory, for the judge
     done: bool = False  # the verdict is in ``res`` already (the static screen decided)
     seconds: float = 0.0  # spent preparing (part of ``eval_s``)
+    measured: MeasuredBaselines | None = None  # baselines the judge timed, for the store once decided
 
     def listen(self, listener: Callable[[], Callable[[str], None]]) -> None:
         """Give each worker its own phase listener (``sandbox.process.Worker.on_phase``)."""
@@ -144,28 +134,18 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
     sc = screen(candidate.source)
     res.flags = list(sc.flags)
     res.errors.extend(sc.notes)
-    early: tuple[Status, str] | None = None
-    if sc.syntax_error:
-        early = Status.COMPILE_ERROR, sc.syntax_error
-    elif sc.reject and config.static_screen:
-        early = Status.REJECTED, sc.reject
-    elif candidate.backend not in DEVICE_BACKENDS.get(config.device, ()):
-        early = Status.REJECTED, f"a {candidate.backend} candidate cannot run on the {config.device} device"
-    elif config.torch_fallback == "reject" and config.static_screen and (
-            "torch_fallback" in sc.flags or "exception_fallback" in sc.flags):
-        early = Status.REJECTED, "uses PyTorch compute on the forward path: " + "; ".join(sc.notes)
-    else:
-        early = _memory_check(problem, config, res)
+    early = (decide.screen_verdict(sc, candidate.backend, config, DEVICE_BACKENDS.get(config.device, ()))
+             or _memory_check(problem, config, res))
     if early is not None:
-        _verdict(res, *early)
+        decide.apply(res, early)
         prep.done = True
         prep.seconds = time.monotonic() - t0
         return prep
 
     # 2. seeds: secret unless the user fixed one for an exact re-run
     res.seed = config.seed
-    init_seed, trial_seeds, timing_seeds, order_seeds = _draw_seeds(config, config.trials)
-    shim_env, shim_why = _stream_shim(config)
+    init_seed, trial_seeds, timing_seeds, order_seeds = draw_seeds(config, config.trials)
+    shim_env, shim_why = stream_shim_env(config)
     if shim_why:
         res.errors.append(f"no stream shim ({shim_why}): the timed loops hold torch's pool streams, which slowed "
                           "some loops when unheld (docs/judging.md), and streams the candidate makes "
@@ -217,7 +197,7 @@ def new_result(problem: Problem, candidate: Candidate, config: EvalConfig, statu
         **fields)
 
 
-def _memory_check(problem: Problem, config: EvalConfig, res: EvalResult) -> tuple[Status, str] | None:
+def _memory_check(problem: Problem, config: EvalConfig, res: EvalResult) -> Verdict | None:
     """A problem too large for the device is ``crashed`` before its workers start, with the sizes
     and the memory in the reason (evaluator/feasibility.py): the same status as the memory
     watchdog's kill it would otherwise end in, a minute later and without the figures."""
@@ -226,7 +206,7 @@ def _memory_check(problem: Problem, config: EvalConfig, res: EvalResult) -> tupl
     except Exception as e:  # noqa: BLE001 - the check advises; the workers still find out
         res.errors.append(f"memory check: {type(e).__name__}: {e}"[:300])
         return None
-    return (Status.CRASHED, why) if why else None
+    return decide.too_large(why)
 
 
 def _memory_need(problem: Problem, config: EvalConfig) -> MemoryNeed | None:
@@ -234,7 +214,7 @@ def _memory_need(problem: Problem, config: EvalConfig) -> MemoryNeed | None:
     return memory_need(describe_cached(problem, config.device), config)
 
 
-def _draw_seeds(config: EvalConfig, trials: int) -> tuple[int, list[int], list[int], list[int]]:
+def draw_seeds(config: EvalConfig, trials: int) -> tuple[int, list[int], list[int], list[int]]:
     """Model-init, trial, timing and stream-order seeds: secret unless the user fixed one for
     an exact re-run. Fresh inputs take one timing seed per call (warm-up calls first); else a
     few sets rotated. The stream-order check (CUDA) takes one per call, none of them used
@@ -250,7 +230,7 @@ def _draw_seeds(config: EvalConfig, trials: int) -> tuple[int, list[int], list[i
     return init_seed, trial_seeds, timing_seeds, [draw() for _ in range(n_order)]
 
 
-def _stream_shim(config: EvalConfig) -> tuple[dict[str, str], str]:
+def stream_shim_env(config: EvalConfig) -> tuple[dict[str, str], str]:
     """The workers' environment entry for the stream shim (CUDA), or why there is none. The
     timed loop holds and joins the streams it records; without it (no C compiler), torch's pool
     streams, and the stream-order check holds back those only."""
@@ -314,13 +294,19 @@ def _run_judge(judge: Worker, job: dict, config: EvalConfig) -> WorkerOutcome:
                      memory_bytes=config.limits.memory_bytes * 2)
 
 
-def finish(prep: Prepared, archive: Archive | None = None) -> EvalResult:
-    """Run a prepared evaluation to its verdict and, with an archive, record it."""
+def finish(prep: Prepared, archive: ResultStore | None = None) -> EvalResult:
+    """Run a prepared evaluation to its verdict and, with a store, record it there: the
+    baselines its judge measured first (the store's own, if another process put them first,
+    are those the result states), then the candidate and its evaluation."""
     t0 = time.monotonic()
     try:
         res = prep.res if prep.done else _run(prep, archive)
     finally:
         prep.close()
+    if archive is not None and prep.measured is not None:
+        stored = prep.measured.put(archive)
+        if stored is not None:
+            decide.adopt_baselines(res, stored[1], stored[2])
     res.eval_s = prep.seconds + time.monotonic() - t0
     if archive is not None:
         archive.add_candidate(prep.candidate, prep.problem)
@@ -328,22 +314,22 @@ def finish(prep: Prepared, archive: Archive | None = None) -> EvalResult:
     return res
 
 
-def measure_baselines(problem: Problem, config: EvalConfig, archive: Archive,
+def measure_baselines(problem: Problem, config: EvalConfig, archive: BaselineStore,
                       on_phase: Callable[[str], None] | None = None) -> bool:
     """Time a problem's baselines now, by a judge with nothing to check, and cache them in the
-    archive: an executor gives this to a lane that would otherwise wait for builds. True if
+    store: an executor gives this to a lane that would otherwise wait for builds. True if
     they are cached afterwards."""
     key = baseline_key(problem, config)
     if archive.get_baseline(key) is not None:
         return True
-    init_seed, _, timing_seeds, _ = _draw_seeds(config, 0)
+    init_seed, _, timing_seeds, _ = draw_seeds(config, 0)
     with tempfile.TemporaryDirectory(prefix="ks-baselines-") as tmp:
         out_dir = Path(tmp) / "out"
         out_dir.mkdir()
         job = {**_common_job(problem, config, init_seed, timing_seeds, out_dir), "role": "judge", "atol": 0.0,
                "rtol": 0.0, "check_trials": [], "check_spots": [], "baselines": True,
                "compile_baseline": config.compile_baseline}
-        with _judge_worker(job, Path(tmp) / "judge", config, _stream_shim(config)[0]) as judge:
+        with _judge_worker(job, Path(tmp) / "judge", config, stream_shim_env(config)[0]) as judge:
             judge.on_phase = on_phase
             out = _run_judge(judge, job, config)
     info = out.first(Kind.INFO) or {}
@@ -367,15 +353,43 @@ def _baselines_from(judge: WorkerOutcome) -> tuple[TimingStats | None, TimingSta
     return eager, compiled, error
 
 
-def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
-    problem, candidate, config, res, kernels = prep.problem, prep.candidate, prep.config, prep.res, prep.kernels
+@dataclass
+class _Report:
+    """What the candidate's worker reported and the parent accepted: its timings, the outputs
+    the judge is to check beyond the trials, and the inputs its forward modified."""
+
+    outcome: WorkerOutcome
+    samples: list[float]
+    late: int
+    spots: list
+    check_order: dict | None
+    mutated: list[dict]
+    expected: int  # outputs the judge must check
+
+
+def _run(prep: Prepared, store: BaselineStore | None) -> EvalResult:
+    """The candidate's worker, then the judge, each step a verdict (the end) or the next
+    step's data; the decisions are verdict/decide.py's. Nothing is written to ``store``."""
     assert prep.cand is not None and prep.judge is not None
-    lim = config.limits
-    bdir = build_dir(config, candidate)
-    trial_seeds = prep.cand_job["trial_seeds"]
-    timing_seeds = prep.cand_job["timing_seeds"]
-    # 4. the candidate's own process: build, run, time
-    with building(prep.cand, bdir):  # one build of a candidate at a time, across processes
+    report = _candidate_report(prep, _run_candidate(prep))
+    if isinstance(report, Verdict):
+        return decide.apply(prep.res, report)
+    key = baseline_key(prep.problem, prep.config)
+    cached = store.get_baseline(key) if store is not None else None
+    judge = _judge(prep, report, cached)
+    if isinstance(judge, Verdict):
+        return decide.apply(prep.res, judge)
+    prep.measured = _take_judgement(prep.res, judge, report, cached, key)
+    verdict = _judged(prep, judge, report)
+    return decide.apply(prep.res, verdict)
+
+
+def _run_candidate(prep: Prepared) -> WorkerOutcome:
+    """Step 4, the candidate's own process (build, run, time), and what the result keeps of it
+    whatever the verdict."""
+    assert prep.cand is not None
+    res, lim = prep.res, prep.config.limits
+    with building(prep.cand, build_dir(prep.config, prep.candidate)):  # one build of a candidate at a time
         cand = prep.cand.run(prep.cand_job, timeouts=lim.candidate_timeouts(), memory_bytes=lim.memory_bytes)
     prep.handed = prep.cand.take_handed()
     res.errors.extend(f"output handover: {m.get('note')}"[:500] for m in cand.events(Kind.HANDOVER))
@@ -388,26 +402,27 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
         res.build_s = built.get("seconds")
         res.device_name = str(built.get("device_name", ""))
         res.torch_version = str(built.get("torch_version", ""))
-    failure = _candidate_failure(cand, config)
-    if failure is not None:
-        status, reason, log = failure
-        res.build_log = log
-        return _verdict(res, status, reason)
+    return cand
+
+
+def _candidate_report(prep: Prepared, cand: WorkerOutcome) -> Verdict | _Report:
+    """The candidate worker's end and report, checked: a verdict, or what the judge needs."""
+    config, res = prep.config, prep.res
+    trial_seeds, timing_seeds = prep.cand_job["trial_seeds"], prep.cand_job["timing_seeds"]
     order_seeds = prep.cand_job.get("order_seeds") or []
-    forged = protocol_violation(cand.messages, len(trial_seeds), config.timing, len(timing_seeds), len(order_seeds),
-                                refused=cand.protocol_error)
-    if forged:
-        return _verdict(res, Status.REJECTED, forged)
+    verdict = (decide.candidate_failure(cand, config.limits)
+               or decide.forged(cand.messages, len(trial_seeds), config.timing, len(timing_seeds), len(order_seeds),
+                             refused=cand.protocol_error))
+    if verdict is not None:
+        return verdict
     order = cand.first(Kind.STREAM_ORDER)
     check_order = {"file": order["file"], "seed": order_seeds[order["input"]]} if order else None
     if order and (order.get("shim") or order.get("unheld_streams")):
         res.errors.append(f"stream-order check: not every stream the candidate made was held back (shim: "
                           f"{str(order.get('shim') or 'loaded')[:200]}; unheld: {order.get('unheld_streams')})")
-    fallback = "; ".join(filter(None, (_observed_torch_compute(cand, res), _library_compute(cand, res))))
-    if fallback and config.torch_fallback == "reject":
-        return _verdict(res, Status.REJECTED, "uses PyTorch compute on the forward path (seen while it ran: "
-                        + fallback + ")")
-    mutated = [m for m in cand.events(Kind.TRIAL) if m.get("mutated_inputs")]
+    verdict = decide.fallback_verdict(cand, res, config.torch_fallback)
+    if verdict is not None:
+        return verdict
     timing = cand.first(Kind.TIMING) or {}
     samples = timing.get("samples_ms") or []
     spots = timing.get("spots") or []
@@ -415,73 +430,76 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
     if timing.get("unjoined"):
         res.errors.append(f"timing: {timing['unjoined']} side stream(s) could not be joined to the timed window "
                           "(made in another CUDA context?): work on them may be missing from the figure")
-    if not _valid_samples(samples):
-        return _verdict(res, Status.CRASHED, "worker reported no valid timings")
-    too_fast = impossible(samples, problem, config.device, host_device_name(config.device))
-    if too_fast:
+    verdict = decide.no_timings(samples)
+    if verdict is not None:
+        return verdict
+    verdict = decide.too_fast(samples, prep.problem, config.device, host_device_name(config.device))
+    if verdict is not None:
         res.candidate_timing = TimingStats.from_samples(samples, late)
-        return _verdict(res, Status.REJECTED, too_fast)
+        return verdict
+    return _Report(cand, samples, late, spots, check_order, [m for m in cand.events(Kind.TRIAL) if m.get("mutated_inputs")],
+                   expected=len(trial_seeds) + 1 + len(spots) + (check_order is not None))
 
-    # 5. the judge: reference outputs, comparisons, baselines
-    key = baseline_key(problem, config)
-    cached = archive.get_baseline(key) if archive is not None else None
-    # eager is timed again in every evaluation, right after the candidate, so that drift of the
-    # device between evaluations cancels out of the speedup; torch.compile's comes from the cache
-    expected = len(trial_seeds) + 1 + len(spots) + (check_order is not None)
+
+def _judge(prep: Prepared, report: _Report, cached: tuple | None) -> Verdict | WorkerOutcome:
+    """Step 5, the judge: reference outputs, comparisons and baselines. Eager is timed again in
+    every evaluation, right after the candidate, so that drift of the device between
+    evaluations cancels out of the speedup; torch.compile's comes from the cache."""
+    assert prep.judge is not None
+    res = prep.res
     try:
         passed = _give_outputs(prep, res)
-        res.handover = f"device {passed}/{expected}" if passed else "files"
+        res.handover = f"device {passed}/{report.expected}" if passed else "files"
     except OSError as e:
-        return _verdict(res, Status.CRASHED, f"the outputs in device memory could not be passed to the judge: {e}")
-    judge = _run_judge(prep.judge, {**prep.judge_job, "check_spots": spots, "check_order": check_order,
+        return decide.handover_failure(e)
+    judge = _run_judge(prep.judge, {**prep.judge_job, "check_spots": report.spots, "check_order": report.check_order,
                                     "baselines": True if cached is None else "eager", "handover_limit": passed},
-                       config)
+                       prep.config)
     res.phase_s.update(_phases("judge", judge))
     res.errors.extend(judge.notes)
-    if judge.first(Kind.DONE) is None or judge.protocol_error:
-        err = judge.first(Kind.ERROR) or {}
-        why = err.get("message") or judge.killed or judge.protocol_error or f"exit code {judge.returncode}"
+    verdict = decide.judge_failure(judge)
+    if verdict is not None:
         res.errors.append("judge output:\n" + judge.output[-2000:])
-        return _verdict(res, Status.CRASHED, f"the judge (reference) failed: {why}"[:500])
+        return verdict
+    return judge
+
+
+def _take_judgement(res: EvalResult, judge: WorkerOutcome, report: _Report, cached: tuple | None,
+                    key: str) -> MeasuredBaselines | None:
+    """The judge's figures into the result: device, baselines (the cache's torch.compile when
+    there is one), checks and errors, and the candidate's timing. Returns the baselines it
+    measured for a problem without cached ones, to be put once the verdict is final."""
     info = judge.first(Kind.INFO) or {}
     res.device_name = str(info.get("device_name", res.device_name))
     res.torch_version = str(info.get("torch_version", res.torch_version))
     eager, compiled, compile_error = _baselines_from(judge)
+    measured = None
     if cached is not None:
         res.eager_timing = eager or cached[0]
         res.compile_timing, res.compile_error = cached[1], cached[2]
     else:
         res.eager_timing, res.compile_timing, res.compile_error = eager, compiled, compile_error
-        if archive is not None and res.eager_timing is not None:
-            # another process may have cached its own first: use that one, as later evaluations will
-            stored = archive.put_baseline(key, problem.id, config.device, res.device_name, res.torch_version,
-                                          res.eager_timing, res.compile_timing, res.compile_error)
-            if stored is not None:
-                res.compile_timing, res.compile_error = stored[1], stored[2]
+        if eager is not None:
+            measured = MeasuredBaselines(key, res.problem_id, res.device, res.device_name, res.torch_version,
+                                         eager, compiled, compile_error)
+    res.checks = decide.judge_checks(judge)
+    res.max_abs_error, res.norm_error = decide.worst_errors(res.checks)
+    res.candidate_timing = TimingStats.from_samples(report.samples, report.late)
+    return measured
 
-    res.checks = [TrialCheck(**{k: m.get(k) for k in TrialCheck.__dataclass_fields__}) for m in judge.events(Kind.CHECK)]
-    errs = [c.max_abs_error for c in res.checks if c.max_abs_error is not None and c.tag != "determinism"]
-    norms = [c.norm_error for c in res.checks if c.norm_error is not None and c.tag != "determinism"]
-    res.max_abs_error = max(errs) if errs else None
-    res.norm_error = max(norms) if norms else None
-    res.candidate_timing = TimingStats.from_samples(samples, late)
 
-    if mutated:
-        args = sorted({i for m in mutated for i in m["mutated_inputs"]})
-        return _verdict(res, Status.INCORRECT, f"forward modified its input argument(s) {args}")
-    failed = [c for c in res.checks if not c.ok]
-    if failed:  # before the count: a trial that failed leaves checks that build on it undone
-        first = failed[0]
-        hint = init_difference((cand.first(Kind.PARAMS) or {}).get("digest"), (judge.first(Kind.PARAMS) or {}).get("digest"))
-        return _verdict(res, Status.INCORRECT, f"{first.tag}: {first.reason[:300]}" + (f" ({hint})" if hint else ""),
-                        limit=1000)
-    if len(res.checks) < expected:
-        return _verdict(res, Status.CRASHED, "the judge did not check every output")
-    escaped = _profile_mismatch(cand, res.candidate_timing)
-    if escaped:
-        return _verdict(res, Status.REJECTED, escaped)
-    _performance(res, problem, candidate, config, cand, kernels)
-    return _verdict(res, Status.CORRECT, _correct_reason(res))
+def _judged(prep: Prepared, judge: WorkerOutcome, report: _Report) -> Verdict:
+    """The verdict from the judge's checks and the profiler's cross-check; for a correct
+    kernel, first where it stands and where its time goes."""
+    res, cand_out = prep.res, report.outcome
+    verdict = (decide.checks_verdict(res.checks, report.expected, report.mutated,
+                                     (cand_out.first(Kind.PARAMS) or {}).get("digest"),
+                                     (judge.first(Kind.PARAMS) or {}).get("digest"))
+               or decide.profile_mismatch(cand_out.first(Kind.PROFILE), res.candidate_timing))
+    if verdict is not None:
+        return verdict
+    _performance(res, prep.problem, prep.candidate, prep.config, cand_out, prep.kernels)
+    return decide.correct(res)
 
 
 def _performance(res: EvalResult, problem: Problem, candidate: Candidate, config: EvalConfig,
@@ -504,121 +522,5 @@ def _performance(res: EvalResult, problem: Problem, candidate: Candidate, config
         res.profile["summary"] = summarise(res.profile, config.device, res.candidate_ms)
 
 
-def _observed_torch_compute(cand: WorkerOutcome, res: EvalResult) -> str:
-    """PyTorch compute the worker saw on the forward path (the dynamic half of the
-    torch-fallback mark): flags the result and returns a summary, or ""."""
-    seen = (cand.first(Kind.OBSERVED) or {}).get("torch_compute") or {}
-    if not isinstance(seen, dict) or not seen:
-        return ""
-    summary = ", ".join(f"{name} x{n}" for name, n in sorted(seen.items(), key=lambda kv: -int(kv[1]))[:6])
-    _mark_fallback(res, "forward ran PyTorch compute: " + summary)
-    return summary
-
-
-def _library_compute(cand: WorkerOutcome, res: EvalResult) -> str:
-    """PyTorch's own kernels doing the work inside a CUDA extension, seen in the profiled
-    forward (timing/library.py): flags the result and returns a summary, or ""."""
-    share = library_share(cand.first(Kind.PROFILE)) if res.device == "cuda" else None
-    if share is None or not share.fallback:
-        return ""
-    _mark_fallback(res, share.describe())
-    return share.describe()
-
-
-def _mark_fallback(res: EvalResult, note: str) -> None:
-    """The torch_fallback mark, once, and what was seen, in the result's notes."""
-    if "torch_fallback" not in res.flags:
-        res.flags.append("torch_fallback")
-    res.errors.append(note)
-
-
-def _profile_mismatch(cand: WorkerOutcome, timing: TimingStats | None) -> str:
-    """The profiler cross-check (CUDA): a median far below the time the GPU spent in the
-    candidate's kernels in one profiled call means work escaped the timer."""
-    busy = (cand.first(Kind.PROFILE) or {}).get("busy_ms")
-    if timing is None or not isinstance(busy, (int, float)) or busy <= 0:
-        return ""
-    if timing.median_ms < 0.5 * busy:
-        return (f"timed at {timing.median_ms:.3g} ms (median), but its kernels kept the GPU busy for {busy:.3g} ms "
-                "in a profiled call: work escaped the timer")
-    return ""
-
-
 def _phases(role: str, out: WorkerOutcome) -> dict[str, float]:
     return {f"{role} {phase}": round(s, 3) for phase, s in out.phase_s.items()}
-
-
-def _valid_samples(samples) -> bool:
-    return bool(samples) and all(isinstance(s, (int, float)) and s > 0 and s == s and s != float("inf") for s in samples)
-
-
-def _correct_reason(res: EvalResult) -> str:
-    parts = [f"{len(res.checks)} checks passed"]
-    if res.speedup_vs_eager is not None:
-        parts.append(f"{res.speedup_vs_eager:.2f}x vs eager")
-    if res.speedup_vs_compile is not None:
-        parts.append(f"{res.speedup_vs_compile:.2f}x vs torch.compile")
-    return ", ".join(parts)
-
-
-def _verdict(res: EvalResult, status: Status, reason: str, limit: int = 500) -> EvalResult:
-    res.status, res.reason = status, reason.strip().splitlines()[0][:limit] if reason.strip() else status.value
-    return res
-
-
-def _candidate_failure(out: WorkerOutcome, config: EvalConfig) -> tuple[Status, str, str] | None:
-    """Map what happened to the candidate's worker to a status, or None if it finished."""
-    lim = config.limits
-    if out.killed == "processes":
-        return Status.CRASHED, f"exceeded the process limit of {lim.max_tasks} tasks (processes + threads)", ""
-    if out.killed == "sandbox":
-        return Status.CRASHED, out.output, ""
-    if out.killed.startswith("timeout:"):
-        phase = out.killed.split(":", 1)[1]
-        timeouts = lim.candidate_timeouts()
-        limit = timeouts.get(phase, timeouts["default"])
-        limit += lim.build_timeout_s if phase == "total" else 0
-        what = {"build": "build", "start": "worker start-up"}.get(phase, "run")
-        return Status.TIMEOUT, f"{what} did not finish within {limit:g} s (phase: {phase})", ""
-    if out.killed == "memory":
-        return Status.CRASHED, f"exceeded the memory limit of {lim.memory_bytes / 2**30:g} GiB", ""
-    if out.killed == "output":
-        return Status.CRASHED, f"printed more than {lim.output_bytes / 2**20:g} MiB of output", ""
-    if out.killed == "channel":
-        return Status.CRASHED, "wrote garbage to the result channel", ""
-    err = out.first(Kind.ERROR)
-    if err is not None:
-        kind = err.get("kind")
-        msg = str(err.get("message", ""))
-        log = _excerpt(msg + "\n" + str(err.get("traceback", "")))
-        phase = err.get("phase")
-        if kind == "compile_error":
-            return Status.COMPILE_ERROR, "build failed: " + _first_compiler_error(msg), log
-        if kind == "rejected":
-            return Status.REJECTED, msg, log
-        if kind == "harness_error":
-            return Status.CRASHED, f"worker failed outside the candidate: {msg}", log
-        return Status.RUNTIME_ERROR, f"{phase}: {msg}", log
-    if out.first(Kind.DONE) is not None:
-        return None
-    rc = out.returncode
-    if rc is not None and rc < 0:
-        try:
-            sig = signal.Signals(-rc)
-            name = f"{sig.name} ({_SIGNALS.get(sig, 'signal')})"
-        except ValueError:
-            name = f"signal {-rc}"
-        return Status.CRASHED, f"worker killed by {name} during {out.phase}", _excerpt(out.output)
-    return Status.CRASHED, f"worker exited with code {rc} during {out.phase} before reporting", _excerpt(out.output)
-
-
-def _first_compiler_error(msg: str) -> str:
-    for line in msg.splitlines():
-        low = line.lower()
-        if "error" in low and "error building extension" not in low:
-            return line.strip()[:300]
-    return msg.strip().splitlines()[0][:300] if msg.strip() else "unknown build error"
-
-
-def _excerpt(text: str, n: int = 8000) -> str:
-    return text if len(text) <= n else text[: n // 4] + "\n[...]\n" + text[-3 * n // 4 :]

@@ -27,13 +27,14 @@ from typing import Any
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.evaluate import evaluate, new_result
+from kernelsearch.evaluator.storage import ResultStore
 from kernelsearch.executors.dedup import Deduper
 from kernelsearch.executors.job import Job
 from kernelsearch.problems.loader import Problem
 from kernelsearch.records.candidate import Candidate
 from kernelsearch.records.result import EvalResult, Status
 
-EvaluateFn = Callable[[Problem, Candidate, EvalConfig, "Archive | None"], EvalResult]
+EvaluateFn = Callable[[Problem, Candidate, EvalConfig, "ResultStore | None"], EvalResult]
 
 
 @dataclass
@@ -68,7 +69,7 @@ class Stats:
                 "lanes_used": sorted(map(str, self.lanes_used))}
 
 
-class _Fatal:
+class Fatal:
     """An exception that must stop the caller (KeyboardInterrupt-like), queued in order."""
 
     def __init__(self, exc: BaseException):
@@ -90,7 +91,7 @@ class Executor(ABC):
         self.evaluate_fn = evaluate_fn
         self.stats = Stats()
         self._seq = itertools.count()
-        self._done: queue.Queue[Finished | _Fatal] = queue.Queue()
+        self._done: queue.Queue[Finished | Fatal] = queue.Queue()
         self._outstanding = 0  # submitted, not yet returned by poll
         self._dedup = Deduper(archive) if dedup else None
         self._followers: dict[int, list[Job]] = {}  # original's seq -> identical jobs waiting for it
@@ -133,7 +134,7 @@ class Executor(ABC):
         except queue.Empty:
             return out
         while True:
-            if isinstance(item, _Fatal):
+            if isinstance(item, Fatal):
                 if out:
                     self._fatal = item.exc
                     return out
@@ -177,7 +178,7 @@ class Executor(ABC):
     # -- for subclasses ---------------------------------------------------------------------
     @abstractmethod
     def _start(self, job: Job) -> None:
-        """Begin the work for an original job; eventually put a Finished (or _Fatal) in _done."""
+        """Begin the work for an original job; eventually put a Finished (or Fatal) in _done."""
 
     @abstractmethod
     def _shutdown(self, wait: bool) -> None: ...

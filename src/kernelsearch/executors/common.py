@@ -6,15 +6,12 @@ import os
 
 from kernelsearch.evaluator.builds.prebuild import BuildOutcome
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.evaluate import _candidate_failure, _verdict, new_result
+from kernelsearch.evaluator.evaluate import new_result
 from kernelsearch.evaluator.screen.python import screen
+from kernelsearch.evaluator.verdict import decide
 from kernelsearch.problems.loader import Problem
 from kernelsearch.records.candidate import Candidate
-from kernelsearch.records.protocol import Kind
-from kernelsearch.records.result import EvalResult, Status
-
-# build-worker kills that the candidate worker's build phase would suffer the same way
-_BUILD_KILLS = ("timeout:build", "memory", "output", "processes")
+from kernelsearch.records.result import EvalResult
 
 
 def failed_build_result(problem: Problem, candidate: Candidate, config: EvalConfig,
@@ -24,27 +21,18 @@ def failed_build_result(problem: Problem, candidate: Candidate, config: EvalConf
     (the evaluation then runs and decides). The candidate worker imports the candidate exactly
     as the build worker did, so the status and reason are those the serial path gives."""
     out = build.worker
-    if out is None or build.ok:
-        return None
-    err = out.first(Kind.ERROR) or {}
-    if not (err.get("kind") == "compile_error" or (out.killed in _BUILD_KILLS and out.phase == "build")):
-        return None
-    failure = _candidate_failure(out, config)
-    if failure is None:
-        return None
-    status, reason, log = failure
-    if status not in (Status.COMPILE_ERROR, Status.TIMEOUT, Status.CRASHED):
+    verdict = None if build.ok else decide.build_failure(out, config.limits)
+    if out is None or verdict is None:
         return None
     sc = screen(candidate.source)
-    res = new_result(problem, candidate, config, status)
+    res = new_result(problem, candidate, config, verdict.status)
     res.flags = list(sc.flags)
     res.errors.extend(sc.notes)
     res.seed = config.seed
     res.isolation = out.isolation
     res.output_excerpt = out.output[-4000:]
-    res.build_log = log
     res.eval_s = build.seconds
-    return _verdict(res, status, reason)
+    return decide.apply(res, verdict)
 
 
 def usable_cpus() -> list[int]:

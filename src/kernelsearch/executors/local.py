@@ -54,7 +54,7 @@ from kernelsearch.evaluator.evaluate import (
     prepare,
 )
 from kernelsearch.evaluator.timing.ceilings import ceilings
-from kernelsearch.executors.base import EvaluateFn, Executor, Finished, Job, _Fatal, crashed_result
+from kernelsearch.executors.base import EvaluateFn, Executor, Fatal, Finished, Job, crashed_result
 from kernelsearch.executors.common import failed_build_result, pin_thread, usable_cpus
 from kernelsearch.executors.quiet import QuietTiming
 from kernelsearch.problems.loader import Problem
@@ -386,7 +386,7 @@ class LocalExecutor(Executor):
                 with self._cv:
                     self._stopping = True
                     self._cv.notify_all()
-                self._done.put(_Fatal(RuntimeError(f"evaluation lane {lane.label} keeps dying: {e!r}")))
+                self._done.put(Fatal(RuntimeError(f"evaluation lane {lane.label} keeps dying: {e!r}")))
             elif not self._stopping:
                 self._spawn(lane)
         finally:
@@ -489,7 +489,7 @@ class LocalExecutor(Executor):
             with self._cv:
                 self._stopping = True
                 self._cv.notify_all()
-            self._done.put(_Fatal(e))
+            self._done.put(Fatal(e))
             return None
         if res.gpu is None:
             res.gpu = lane.gpu

@@ -34,8 +34,9 @@ from kernelsearch.records.result import EvalResult, TimingStats
 
 
 class BaselineSnapshot:
-    """What a remote ``evaluate`` sees as its archive: the problem's cached baselines, read
-    only; baselines it times are kept for the caller; every other write is the caller's."""
+    """What a remote ``evaluate`` sees as its store (``storage.ResultStore``): the problem's
+    cached baselines, read only; baselines it times are kept for the caller; every other write
+    is the caller's."""
 
     def __init__(self, baselines: dict[str, Any]) -> None:
         self._baselines = dict(baselines)

@@ -271,7 +271,7 @@ def load_problem(path: str | Path) -> Problem:
         name=p.stem,
         path=p.resolve(),
         source=source,
-        level=_level_of(p),
+        level=level_of(p),
         cpu_sizes=cpu_sizes,
         precision=own,
         own_precision=own,
@@ -365,6 +365,6 @@ def _find(spec: str | Path) -> Path:
     raise ProblemError(f"{spec!s}: no such file or bundled problem (see `kernelsearch problems`)")
 
 
-def _level_of(p: Path) -> int | None:
+def level_of(p: Path) -> int | None:
     parent = p.parent.name
     return int(parent[5:]) if parent.startswith("level") and parent[5:].isdigit() else None

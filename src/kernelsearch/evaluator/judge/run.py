@@ -9,12 +9,12 @@ from pathlib import Path
 
 from kernelsearch.evaluator.worker.common import (
     Channel,
-    _device_name,
-    _size_device,
-    _timing_inputs,
+    device_name,
     make_inputs,
     make_model,
     param_digest,
+    size_device,
+    timing_inputs,
 )
 from kernelsearch.records.protocol import Kind
 
@@ -32,8 +32,8 @@ def run_judge(job: dict, ch: Channel) -> None:
     outputs = Source(Path(job["out_dir"]), device, int(job.get("handover_limit") or 0))
     atol, rtol = job["atol"], job["rtol"]
     vacuity = bool(job.get("guard_vacuous", False))
-    problem = load_module(Path(job["problem_path"]), device=_size_device(job), name="ks_reference_problem")
-    ch.send(Kind.INFO, device_name=_device_name(device), torch_version=torch.__version__)
+    problem = load_module(Path(job["problem_path"]), device=size_device(job), name="ks_reference_problem")
+    ch.send(Kind.INFO, device_name=device_name(device), torch_version=torch.__version__)
     prec = job.get("precision")
     model = make_model(problem.Model, problem, job["init_seed"], device, prec)
     ch.send(Kind.PARAMS, digest=param_digest(model))
@@ -84,8 +84,8 @@ def run_judge(job: dict, ch: Channel) -> None:
     want = job.get("baselines")  # True: eager and (if asked) torch.compile; "eager": eager only
     if want:
         tcfg = TimingConfig(**job["timing"])
-        sets, inputs_for = _timing_inputs(problem, job, tcfg)
-        hooks = _baseline_hooks(device)
+        sets, inputs_for = timing_inputs(problem, job, tcfg)
+        hooks = baseline_hooks(device)
         ch.send(Kind.PHASE, phase="timing")
         compile_too = want is True and bool(job.get("compile_baseline"))
         for kind, stats, error in baseline_timings(model, sets, inputs_for, device, tcfg, hooks, compile_too):
@@ -117,7 +117,7 @@ def baseline_timings(model, sets: list, inputs_for, device: str, tcfg, hooks: di
             yield "compile", stats, ""
 
 
-def _baseline_hooks(device: str) -> dict:
+def baseline_hooks(device: str) -> dict:
     """The candidate's per-call checks, run around the baselines' timed calls too. They take
     the GPU idle for a while between calls, and a short kernel timed after such a pause ran
     10-30% slower on an H100 (docs/measurements.md): a baseline timed without them had the

@@ -119,7 +119,7 @@ def run_measure(job: dict, ch: Any) -> None:
     """Worker side (role "ceilings"): trusted code only, nothing of a candidate is loaded."""
     import torch
 
-    from kernelsearch.evaluator.timing.device import device_name as _device_name
+    from kernelsearch.evaluator.timing.device import device_name
 
     device = job["device"]
     n_copy = job["copy_bytes"] // 4
@@ -141,7 +141,7 @@ def run_measure(job: dict, ch: Any) -> None:
             torch.backends.cuda.matmul.allow_tf32 = tf32
         tflops[name] = 2 * n**3 / (ms / 1e3) / 1e12
         del a, b
-    ch.send(Kind.CEILINGS, device=device, device_name=_device_name(device), torch_version=torch.__version__,
+    ch.send(Kind.CEILINGS, device=device, device_name=device_name(device), torch_version=torch.__version__,
             bandwidth_gbs=2 * n_copy * 4 / (copy_ms / 1e3) / 1e9, tflops=tflops)
     ch.send(Kind.DONE)
 

@@ -13,7 +13,7 @@ back waits for the flush (figures in docs/measurements.md).
 Work on side streams counts without the host in the timed window: every non-blocking stream
 the process made waits for the start event (so none of their work runs early under the cover)
 and the end event waits for them, all on the device (``_ShimSides``, through the worker's
-stream shim; without it, torch's pool streams, ``_SideStreams``); a stream the program creates
+stream shim; without it, torch's pool streams, ``SideStreams``); a stream the program creates
 without the non-blocking flag is ordered by the legacy default stream the loop runs on. The end
 is not a device-wide synchronise before the end event: that would also time the host's wake-up
 and launch, 15-90 us that drift within one loop (an RMSNorm kernel of 0.137 ms timed
@@ -65,7 +65,7 @@ class TimedRun:
     unjoined: int = 0  # side streams a join could not order (``_ShimSides``): their work is not in the figure
 
 
-class _Flusher:
+class Flusher:
     """Writes a buffer larger than the last-level cache; on a GPU as many times as it takes to
     keep the memory system busy ``rewarm_us`` (``rewarm``), which the caller measures once."""
 
@@ -95,7 +95,7 @@ class _Flusher:
         self.repeats = max(1, math.ceil(us / once))
 
 
-class _SideStreams:
+class SideStreams:
     """torch's pool streams (what ``torch.cuda.Stream()`` and ``getStreamFromPool`` hand out),
     but the caller's own. ``hold`` makes each wait for the start event, so work queued on them
     during the call cannot run under the flush and spin before it; ``join`` makes the caller's
@@ -152,14 +152,14 @@ class _ShimSides:
             self.unjoined = max(self.unjoined, -joined - 1)
 
 
-def side_streams() -> _SideStreams | _ShimSides:
+def side_streams() -> SideStreams | _ShimSides:
     """The shim's hold and join where the worker loaded it, else torch's pool streams."""
     shim, _ = _shim_loaded()
-    return _ShimSides(shim) if shim is not None else _SideStreams()
+    return _ShimSides(shim) if shim is not None else SideStreams()
 
 
-def _gpu_call(fn: Callable[..., object], args: Sequence[object], flush: _Flusher | None, spin: int,
-              side: _SideStreams | _ShimSides) -> tuple[object, float, bool]:
+def _gpu_call(fn: Callable[..., object], args: Sequence[object], flush: Flusher | None, spin: int,
+              side: SideStreams | _ShimSides) -> tuple[object, float, bool]:
     """One timed call under the cover: its output, milliseconds from the start event to the end
     of its last work on any stream, and whether the host was late. The end event waits on the
     device for the side streams' join, which the host issues after the call returns; the host
@@ -187,7 +187,7 @@ def _gpu_call(fn: Callable[..., object], args: Sequence[object], flush: _Flusher
     return out, start.elapsed_time(end), late
 
 
-def _plain_call(fn: Callable[..., object], args: Sequence[object], flush: _Flusher | None) -> tuple[object, float]:
+def _plain_call(fn: Callable[..., object], args: Sequence[object], flush: Flusher | None) -> tuple[object, float]:
     """One timed call for a call that waits for the GPU itself: no cover (the GPU would wait for
     the host anyway), so nothing to hold; the start event on an idle GPU, a device-wide
     synchronise before the end event. With the side streams held, a synchronise inside the call
@@ -209,7 +209,7 @@ def _waits_for_gpu(call: Callable[[], object]) -> tuple[object, bool]:
     """Run ``call`` behind a 1 ms spin: its output, and whether it returned only once the GPU
     had caught up with it (it synchronises, or its host side outlasts 1 ms)."""
     _cuda_sync()
-    cycles, done = _spin_cycles(1000.0), _Event()
+    cycles, done = spin_cycles(1000.0), _Event()
     _spin(cycles)
     done.record()
     out = call()
@@ -233,7 +233,7 @@ def _device_us(work: Callable[[], object]) -> float:
     return start.elapsed_time(end) * 1000
 
 
-def _spin_cycles(cover_us: float) -> int:
+def spin_cycles(cover_us: float) -> int:
     """Spin cycles that last ``cover_us`` at the clock the GPU runs now (after the warm-up)."""
     if cover_us <= 0:
         return 0
@@ -251,7 +251,7 @@ def time_calls(
     inputs_for: Callable[[int], Sequence[object]] | None = None,
     before: Callable[[], None] | None = None,
     after: Callable[[object], None] | None = None,
-    sides: Callable[[], _SideStreams | _ShimSides] = side_streams,
+    sides: Callable[[], SideStreams | _ShimSides] = side_streams,
 ) -> TimedRun:
     """Time ``fn``; keep copies of the outputs of ``spot_checks`` timed calls, taken as soon as
     each call is over. Call ``i`` (warm-up calls first) gets ``inputs_for(i)`` when given, else
@@ -261,7 +261,7 @@ def time_calls(
     around every call, outside the timed region (the candidate worker's guards). ``sides``
     gives what holds and joins the side streams (a caller that knows ``fn`` uses none may give
     a holder of nothing, as the shim is when the process made no side stream)."""
-    flush = _Flusher(device) if cfg.flush_cache else None
+    flush = Flusher(device) if cfg.flush_cache else None
     n_sets = len(input_sets)
 
     def args_for(i: int) -> tuple[int, Sequence[object]]:
@@ -292,7 +292,7 @@ def time_calls(
                 after(out)
             del out, args
         sync(device)
-        spin = _spin_cycles(cfg.cover_launch_us) if device == "cuda" else 0
+        spin = spin_cycles(cfg.cover_launch_us) if device == "cuda" else 0
         side = sides() if device == "cuda" and not plain else None
         if flush is not None and device == "cuda":
             flush.rewarm(cfg.rewarm_us)

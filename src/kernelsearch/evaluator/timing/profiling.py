@@ -9,7 +9,7 @@ Compute adds memory and compute throughput, occupancy and the top warp stall rea
 
 Everything here is feedback, never a verdict: a profiler that fails only loses lines. (The
 share of GPU time in PyTorch's own kernels is shown here too; the verdict's use of it is
-evaluate._library_compute, from the same report.)
+verdict/decide.py's library_compute, from the same report.)
 """
 
 from __future__ import annotations

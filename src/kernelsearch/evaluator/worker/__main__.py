@@ -27,7 +27,7 @@ import traceback
 
 from kernelsearch.evaluator.timing.streamshim import ENV as _SHIM_ENV
 from kernelsearch.evaluator.timing.streamshim import preload as _preload_shim
-from kernelsearch.evaluator.worker.common import _tail
+from kernelsearch.evaluator.worker.common import tail
 from kernelsearch.records.protocol import Channel, Kind
 
 # torch and the checks are imported lazily, inside main and the roles (whose modules import only
@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
             getattr(importlib.import_module(module), function)(job, ch)
     except BaseException as e:  # noqa: BLE001
         ch.send(Kind.ERROR, phase="harness", kind="harness_error", message=f"{type(e).__name__}: {e}"[:4000],
-                traceback=_tail(traceback.format_exc()))
+                traceback=tail(traceback.format_exc()))
     finally:
         try:
             ch.f.flush()

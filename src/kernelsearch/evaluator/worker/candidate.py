@@ -11,14 +11,14 @@ from pathlib import Path
 
 from kernelsearch.evaluator.worker.common import (
     Channel,
-    _device_name,
-    _size_device,
-    _tail,
-    _timing_inputs,
+    device_name,
     load_module_plain,
     make_inputs,
     make_model,
     param_digest,
+    size_device,
+    tail,
+    timing_inputs,
 )
 from kernelsearch.records.protocol import Kind
 
@@ -76,13 +76,13 @@ def build(job: dict, ch: Channel):
     except BaseException as e:  # noqa: BLE001 - everything the candidate throws is data
         kind = _classify_import_error(e)
         ch.send(Kind.ERROR, phase="build", kind=kind, message=f"{type(e).__name__}: {e}"[:4000],
-                traceback=_tail(traceback.format_exc()))
+                traceback=tail(traceback.format_exc()))
         return None
     build_s = time.perf_counter() - t0
     if not hasattr(cand, "ModelNew"):
         ch.send(Kind.ERROR, phase="build", kind="rejected", message="module defines no ModelNew")
         return None
-    ch.send(Kind.BUILT, seconds=build_s, device_name=_device_name(device), torch_version=torch.__version__)
+    ch.send(Kind.BUILT, seconds=build_s, device_name=device_name(device), torch_version=torch.__version__)
     return cand
 
 
@@ -106,7 +106,7 @@ def run_candidate(job: dict, ch: Channel) -> None:
     device = job["device"]
     out_dir = Path(job["out_dir"])
     dist, prec = job.get("distribution", "normal"), job.get("precision")
-    problem = load_module(Path(job["problem_path"]), device=_size_device(job), name="ks_reference_problem")
+    problem = load_module(Path(job["problem_path"]), device=size_device(job), name="ks_reference_problem")
     # Guards are set up before the candidate is imported, and their bound methods kept here, so
     # that nothing the candidate patches later changes what they check.
     guard = CallGuard(device, job.get("backend", ""))
@@ -178,7 +178,7 @@ def run_candidate(job: dict, ch: Channel) -> None:
     except BaseException as e:  # noqa: BLE001
         kind = "compile_error" if _is_compile_exception(e) else "runtime_error"
         ch.send(Kind.ERROR, phase=phase, kind=kind, message=f"{type(e).__name__}: {e}"[:4000],
-                traceback=_tail(traceback.format_exc()))
+                traceback=tail(traceback.format_exc()))
         return
     ch.send(Kind.DONE)
 
@@ -215,7 +215,7 @@ def _timed_loop(model, problem, job: dict, ch: Channel, hand, before, after, fin
     from kernelsearch.evaluator.timing.loop import time_calls
 
     tcfg = TimingConfig(**job["timing"])
-    sets, inputs_for = _timing_inputs(problem, job, tcfg)
+    sets, inputs_for = timing_inputs(problem, job, tcfg)
     ch.send(Kind.PHASE, phase="timing")  # an executor keeps compilers paused until the next phase
     run = time_calls(model, sets, job["device"], tcfg, spot_checks=tcfg.spot_checks, inputs_for=inputs_for,
                      before=before, after=after)

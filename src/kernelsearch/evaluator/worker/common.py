@@ -9,15 +9,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kernelsearch.evaluator.timing.device import device_name as _device_name  # noqa: F401 - for the roles
+from kernelsearch.evaluator.timing.device import device_name  # noqa: F401 - for the roles
 from kernelsearch.records.protocol import Channel  # noqa: F401 - for the roles
 
 
-def _tail(text: str, n: int = 6000) -> str:
+def tail(text: str, n: int = 6000) -> str:
     return text if len(text) <= n else "...\n" + text[-n:]
 
 
-def _seeded(seed: int):
+def seeded(seed: int):
     import torch
 
     torch.manual_seed(seed)
@@ -32,7 +32,7 @@ def make_inputs(module, seed: int, device: str, distribution: str = "normal", pr
 
     from kernelsearch.evaluator.worker.distributions import transform
 
-    _seeded(seed)
+    seeded(seed)
     with torch.device(device):
         inputs = transform(list(module.get_inputs()), distribution)
     _hide_seed()
@@ -54,10 +54,10 @@ def _hide_seed() -> None:
     nothing about the seeds of the inputs still to come."""
     import secrets
 
-    _seeded(secrets.randbits(62))
+    seeded(secrets.randbits(62))
 
 
-def _size_device(job: dict) -> str:
+def size_device(job: dict) -> str:
     """Which device's sizes to use: "small_sizes" runs a GPU job at the CPU size (sanitizers)."""
     return "cpu" if job.get("small_sizes") else job["device"]
 
@@ -75,9 +75,9 @@ def make_model(cls, module, seed: int, device: str, precision: str | None = None
 
     from kernelsearch.problems.loader import set_mode
 
-    _seeded(seed)
+    seeded(seed)
     init = [cast(x.to(device), precision) if isinstance(x, torch.Tensor) else x for x in module.get_init_inputs()]
-    _seeded(seed)
+    seeded(seed)
     with torch.device("cpu"), torch.no_grad():
         model = cls(*init)
     model = model.to(device)
@@ -107,7 +107,7 @@ def _dtype_name(precision: str) -> str:
     return PRECISIONS[precision]
 
 
-def _timing_inputs(problem, job: dict, tcfg) -> tuple[list, object]:
+def timing_inputs(problem, job: dict, tcfg) -> tuple[list, object]:
     """The timed loop's inputs, the same way for candidate and baselines: a fresh set per call
     from its own seed when the job carries one seed per call, else a few sets rotated."""
     device, dist, seeds = job["device"], job.get("distribution", "normal"), job["timing_seeds"]

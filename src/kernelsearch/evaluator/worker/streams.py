@@ -14,7 +14,7 @@ non-blocking flag) can run unordered with it. So, once, after the correctness tr
    streams among them once anything used the pool (the stream shim, ``stream_shim.c``, which
    also gates streams made while the gate is closed), waits on that event, so nothing queued
    on them during the call can start before the gate opens. Without the shim, the spin runs on
-   a pool stream and the pool's other streams (``_SideStreams``) wait;
+   a pool stream and the pool's other streams (``SideStreams``) wait;
 2. forward is called; on the caller's stream its output is copied (the snapshot) and an event
    recorded;
 3. the host polls both events. The caller's event seen complete while the gate's is not: the
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 
 from kernelsearch.evaluator.config import STREAM_ORDER_CALLS
-from kernelsearch.evaluator.timing.loop import _SideStreams, _spin_cycles, copy_output
+from kernelsearch.evaluator.timing.loop import SideStreams, copy_output, spin_cycles
 from kernelsearch.evaluator.timing.streamshim import StreamShim
 from kernelsearch.evaluator.worker.fingerprint import fingerprint
 from kernelsearch.evaluator.worker.guards import GuardViolation
@@ -172,7 +172,7 @@ class StreamOrder:
                                  "it (torch.cuda.set_stream) and left it so; forward must return on the caller's stream")
         return s
 
-    def _gate(self) -> tuple[torch.cuda.Stream, _SideStreams | None]:
+    def _gate(self) -> tuple[torch.cuda.Stream, SideStreams | None]:
         """The stream the gate's spin runs on, and torch's pool streams to hold besides the
         shim's. With the shim, a stream of the worker's own and no pool: the shim records the
         pool's streams whenever something makes them, and the check does not make them, so a
@@ -184,14 +184,14 @@ class StreamOrder:
                 self._private = _External(handle) if handle else None
             if self._private is not None:
                 return self._private, None
-        side = _SideStreams()
+        side = SideStreams()
         return side.streams[0], side
 
     def _gated(self, forward: Callable[[list], object], args: list, gate: torch.cuda.Stream,
-               side: _SideStreams | None, gate_ms: float, caller: torch.cuda.Stream,
+               side: SideStreams | None, gate_ms: float, caller: torch.cuda.Stream,
                before: Callable[[], None]) -> tuple[object, object, str, int]:
         """One call with the gate closed: (output, snapshot, who finished first, streams made)."""
-        cycles = _spin_cycles(gate_ms * 1000)  # synchronises: the GPU is idle when the gate closes
+        cycles = spin_cycles(gate_ms * 1000)  # synchronises: the GPU is idle when the gate closes
         opened = _Event()
         with _on_stream(gate):
             _spin(cycles)
