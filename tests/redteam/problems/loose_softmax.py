@@ -1,4 +1,4 @@
-"""Red-team problem: row softmax over long rows with the default tolerance (atol = rtol = 1e-2).
+"""Red-team problem: row softmax over long rows at atol = rtol = 1e-2 (KernelBench v0.1's default).
 
 Every output is below 0.01, so an all-zeros output passes the elementwise check: the problem is
 degenerate on purpose, to show that the judge's vacuity guard (normalised error) still rejects it.
@@ -16,6 +16,8 @@ class Model(nn.Module):
         return torch.softmax(x, dim=-1)
 
 
+ATOL = 1e-2
+RTOL = 1e-2
 batch = 64
 dim = 16384
 CPU_SIZES = {"batch": 32}
