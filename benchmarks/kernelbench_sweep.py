@@ -205,8 +205,14 @@ def lint_lines(problems: list[Problem], device: str, home: Path) -> dict[str, li
 
 
 def needs_lint(row: dict) -> bool:
-    """Not linted yet, or the lint failed to run (not cached either: it may not fail again)."""
-    return not row.get("linted") or any(line.startswith("run-error:") for line in row.get("lint") or [])
+    """Not linted yet, or the lint failed to run (not cached either: it may not fail again).
+    A problem too large for this machine ("run-error: does not fit ...") is a finding, not a
+    failed run: it is not linted again, as its verdict is not judged again (the message names
+    the memory available at the time, so a second lint would differ and append a row)."""
+    if not row.get("linted"):
+        return True
+    return any((line.startswith("run-error:") and not line.startswith("run-error: does not fit"))
+               or line.startswith("lint failed:") for line in row.get("lint") or [])
 
 
 def run(args: argparse.Namespace) -> int:
