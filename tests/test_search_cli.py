@@ -103,6 +103,26 @@ def test_usage_errors(tmp_path):
     assert r.returncode == 2 and "no correct kernel" in r.stderr
 
 
+def test_provider_that_cannot_start_exits_1_and_leaves_no_run(tmp_path, monkeypatch):
+    """No API key: exit 1 (an LLM provider error), the CLI's flag named, no run directory left
+    behind, so the same command with a key (here a replay) then starts the run."""
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "KS_TEST_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    run_dir = tmp_path / "run"
+    r = ks("run", str(PROBLEM), "--strategy", "single", "--llm", "openai:gpt-4o", "--out", str(run_dir),
+           "--phase", "propose", *CLI_EVAL)
+    assert r.returncode == 1, r.stderr
+    assert "no API key" in r.stderr and "--api-key-env NAME" in r.stderr and "Traceback" not in r.stderr
+    assert not run_dir.exists()
+    r = ks("run", str(PROBLEM), "--strategy", "single", "--llm", "openai:gpt-4o", "--api-key-env", "KS_TEST_KEY",
+           "--out", str(run_dir), "--phase", "propose", *CLI_EVAL)
+    assert r.returncode == 1 and "KS_TEST_KEY" in r.stderr and not run_dir.exists()
+    replay = write_replay(tmp_path / "answers.jsonl", [code_answer(torch_source("a * 2 + b"))])
+    r = ks("run", str(PROBLEM), "--strategy", "single", "--llm", f"replay:{replay}", "--out", str(run_dir),
+           "--phase", "propose", *CLI_EVAL)
+    assert r.returncode == 0, r.stderr
+
+
 def test_show_json_trajectory(tmp_path):
     """Round by round: candidates, correct, best so far and the idea behind it."""
     def answer(request) -> str:

@@ -27,6 +27,7 @@ from kernelsearch.cli.main import (
     warn_flagged,
 )
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
+from kernelsearch.llm.base import LLMError
 from kernelsearch.search.config import (
     DEVICE_BACKEND,
     FALLBACK_POLICIES,
@@ -44,7 +45,8 @@ BUDGET_FLAGS = {"rounds": "rounds", "max_candidates": "candidates", "max_tokens"
 
 def _one_line_errors(fn):
     """Report UsageError here, in one line with exit status 2, as main() does: under
-    `python -m kernelsearch.cli.main` main's own UsageError is a different class object."""
+    `python -m kernelsearch.cli.main` main's own UsageError is a different class object.
+    An LLM provider that cannot start (no API key, SDK missing) is exit status 1."""
     @functools.wraps(fn)
     def wrapper(args: argparse.Namespace) -> int:
         try:
@@ -52,7 +54,21 @@ def _one_line_errors(fn):
         except UsageError as e:
             print(f"kernelsearch: error: {e}", file=sys.stderr)
             return 2
+        except LLMError as e:
+            print(f"kernelsearch: error: {e}", file=sys.stderr)
+            return 1
     return wrapper
+
+
+def _check_provider(config: RunConfig) -> None:
+    """Make the run's provider once before any run directory is made, so a provider that cannot
+    start leaves nothing behind; a spec naming no provider is a usage error."""
+    from kernelsearch.llm.registry import ProviderSpecError, make_provider
+
+    try:
+        make_provider(config.llm, **config.provider_options())
+    except ProviderSpecError as e:
+        raise UsageError(str(e)) from e
 
 
 def _duration(text: str) -> float:
@@ -271,7 +287,6 @@ def _run_dirs(root: Path) -> list[Path]:
 
 
 def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from kernelsearch.llm.base import LLMError
     from kernelsearch.search.driver import Driver
     from kernelsearch.search.progress import RichView, View
     from kernelsearch.search.report import trajectory
@@ -301,7 +316,11 @@ def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
             raise UsageError(str(e)) from e
         except LLMError as e:  # a provider that cannot be made (bad spec, SDK missing, no key)
             store.set_status(run.id, "stopped", "llm_error", str(e)[:500])
-            raise UsageError(str(e)) from e
+            from kernelsearch.llm.registry import ProviderSpecError
+
+            if isinstance(e, ProviderSpecError):
+                raise UsageError(str(e)) from e
+            raise
         if args.phase is None and not args.no_verify and stop.status in ("finished", "stopped"):
             from kernelsearch.search.verify_run import verify_best
 
@@ -347,8 +366,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         for d in dirs:
             if RunStore.exists(d):
                 raise UsageError(f"{d} already holds a run: continue it with `kernelsearch run --resume {args.out}`")
-        for problem, d in zip(problems, dirs, strict=True):
-            create_run(d, problem, _new_config(args, problem, device), seeds)
+        configs = [_new_config(args, problem, device) for problem in problems]
+        if configs:
+            _check_provider(configs[0])  # one provider for all of them
+        for problem, d, config in zip(problems, dirs, configs, strict=True):
+            create_run(d, problem, config, seeds)
     summaries = [_session(d, args) for d in dirs]
     if args.json:
         if several:
