@@ -144,6 +144,22 @@ def test_lint_on_a_directory_with_bad_files(tmp_path):
     assert _failed_names(out) == ["48_needs_module", "broken_syntax"]
 
 
+def test_bench_exit_status_is_the_one_announced(tmp_path):
+    """Files failed to load ("exit status 3" on stderr) and the only candidate is for one of them:
+    nothing to bench, and the exit status is the 3 announced, not a usage error's 2."""
+    d = mixed_dir(tmp_path / "probs")
+    sols = tmp_path / "solutions"
+    sols.mkdir()
+    (sols / "48_needs_module.py").write_text((DATA / "candidates" / "py_correct.py").read_text())
+    r = ks("bench", str(d), str(sols), "--device", "cpu", "--json", "--no-compile",
+           "--archive", str(tmp_path / "a.sqlite"))
+    assert r.returncode == 3, r.stderr
+    assert "(exit status 3)" in r.stderr and "no candidate file matches any problem" in r.stderr
+    assert _failed_names(json.loads(r.stdout)) == ["48_needs_module", "broken_syntax"]
+    r = ks("bench", str(d), str(sols), "--lanes", "0", "--device", "cpu")  # a usage error comes first
+    assert r.returncode == 2 and "--lanes" in r.stderr and "failed to load" not in r.stderr
+
+
 def test_bench_on_a_directory_with_bad_files(tmp_path):
     d = mixed_dir(tmp_path / "probs")
     sols = tmp_path / "solutions"

@@ -137,20 +137,26 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from kernelsearch.bench import match_solutions, run_bench
     from kernelsearch.report.terminal import print_bench
 
+    from kernelsearch.cli.executor_opts import executor_options
+
     config = _config(args)
+    try:  # usage errors before loading: once files fail to load, the exit status is 3 as announced
+        ex_opts = executor_options(args)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
     problems, failures = load_problem_set(args.problems)
     warn_flagged(problems, config.device, config.precision)
     pairs = match_solutions(problems, args.solutions, config.device)
     if args.matched_only:
         pairs = [(p, c) for p, c in pairs if c is not None]
     if not any(c is not None for _, c in pairs):
-        raise UsageError(f"{args.solutions}: no candidate file matches any problem (files are matched by problem file name)")
-    from kernelsearch.cli.executor_opts import executor_options
-
-    try:
-        ex_opts = executor_options(args)
-    except ValueError as e:
-        raise UsageError(str(e)) from e
+        why = f"{args.solutions}: no candidate file matches any problem (files are matched by problem file name)"
+        if not failures:
+            raise UsageError(why)
+        print(f"kernelsearch: error: {why} that loaded", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"failed_to_load": [f.to_dict() for f in failures]}))
+        return LOAD_FAILED
     with _archive(args) as archive:
         summary = run_bench(pairs, config, archive, progress=not args.json, jobs=args.jobs,
                             executor=args.executor, executor_options=ex_opts, confirm_processes=args.confirm)

@@ -62,7 +62,7 @@ def _one_line_errors(fn):
 
 def _check_provider(config: RunConfig) -> None:
     """Make the run's provider once before any run directory is made, so a provider that cannot
-    start leaves nothing behind; a spec naming no provider is a usage error."""
+    start (exit status 1) leaves nothing behind; a spec naming no provider is a usage error."""
     from kernelsearch.llm.registry import ProviderSpecError, make_provider
 
     try:
@@ -355,22 +355,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         device = args.device or default_device()
         if device == "cuda" and default_device() != "cuda" and args.phase != "propose":
             raise UsageError("--device cuda: no CUDA device is available here (use --phase propose to only generate)")
-        problems, failures = load_problem_set(args.problem)  # failures reported on stderr
-        warn_flagged(problems, device, args.precision)  # the problem linter's advice, on stderr
         for path in args.seed:
             if not path.is_file():
                 raise UsageError(f"--seed {path}: no such file")
+        if args.strategy and args.llm:  # before loading: once files fail to load, the exit status is 3
+            _check_provider(RunConfig(strategy=args.strategy, llm=args.llm, problem_name="", backend="",
+                                      llm_timeout=args.llm_timeout, base_url=args.base_url,
+                                      api_key_env=args.api_key_env))
+        problems, failures = load_problem_set(args.problem)  # failures reported on stderr
+        warn_flagged(problems, device, args.precision)  # the problem linter's advice, on stderr
         seeds = [Candidate.from_file(s) for s in args.seed]
         several = len(problems) + len(failures) > 1
         dirs = [args.out / p.name for p in problems] if several else [args.out]
         for d in dirs:
             if RunStore.exists(d):
                 raise UsageError(f"{d} already holds a run: continue it with `kernelsearch run --resume {args.out}`")
-        configs = [_new_config(args, problem, device) for problem in problems]
-        if configs:
-            _check_provider(configs[0])  # one provider for all of them
-        for problem, d, config in zip(problems, dirs, configs, strict=True):
-            create_run(d, problem, config, seeds)
+        for problem, d in zip(problems, dirs, strict=True):
+            create_run(d, problem, _new_config(args, problem, device), seeds)
     summaries = [_session(d, args) for d in dirs]
     if args.json:
         if several:
