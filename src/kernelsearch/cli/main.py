@@ -135,9 +135,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from kernelsearch.bench import match_solutions, run_bench
-    from kernelsearch.report.terminal import print_bench
-
     from kernelsearch.cli.executor_opts import executor_options
+    from kernelsearch.report.terminal import print_bench
 
     config = _config(args)
     try:  # usage errors before loading: once files fail to load, the exit status is 3 as announced
