@@ -440,6 +440,8 @@ def _run(prep: Prepared, archive: Archive | None) -> EvalResult:
         err = judge.first("error") or {}
         why = err.get("message") or judge.killed or f"exit code {judge.returncode}"
         res.errors.append("judge output:\n" + judge.output[-2000:])
+        if err.get("kind") == "problem_error":  # the problem's input functions raised, as in the candidate's worker
+            return _verdict(res, Status.CRASHED, str(why))
         return _verdict(res, Status.CRASHED, f"the judge (reference) failed: {why}"[:500])
     info = judge.first("info") or {}
     res.device_name = str(info.get("device_name", res.device_name))
@@ -596,6 +598,8 @@ def _candidate_failure(out: WorkerOutcome, config: EvalConfig) -> tuple[Status, 
             return Status.REJECTED, msg, log
         if kind == "harness_error":
             return Status.CRASHED, f"worker failed outside the candidate: {msg}", log
+        if kind == "problem_error":  # the problem's get_inputs()/get_init_inputs() raised
+            return Status.CRASHED, msg, log
         return Status.RUNTIME_ERROR, f"{phase}: {msg}", log
     if out.first("done") is not None:
         return None

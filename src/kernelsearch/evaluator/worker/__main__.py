@@ -75,8 +75,13 @@ def main(argv: list[str]) -> int:
         else:
             ch.send("error", phase="setup", kind="runtime_error", message=f"unknown role {job['role']!r}")
     except BaseException as e:  # noqa: BLE001
-        ch.send("error", phase="harness", kind="harness_error", message=f"{type(e).__name__}: {e}"[:4000],
-                traceback=_tail(traceback.format_exc()))
+        from kernelsearch.evaluator.worker.common import ProblemInputsError
+
+        if isinstance(e, ProblemInputsError):  # the problem's input functions raised (the judge's role)
+            ch.send("error", phase="harness", kind="problem_error", message=str(e))
+        else:
+            ch.send("error", phase="harness", kind="harness_error", message=f"{type(e).__name__}: {e}"[:4000],
+                    traceback=_tail(traceback.format_exc()))
     finally:
         try:
             ch.f.flush()
