@@ -275,6 +275,19 @@ def _resumed_config(args: argparse.Namespace, config: RunConfig) -> RunConfig:
     return config.with_(**changes)
 
 
+def _confirmed_figure(store: RunStore, run_id: str, candidate_id: str) -> str:
+    """The kernel's figure once re-verified (a confirmed time replaces the screening one), as
+    `show` prints it below, so the progress figures above are not the last word."""
+    from kernelsearch.search.ranking import pct_text
+
+    best = store.best(run_id)
+    vs_eager = store.figure(run_id, candidate_id)[0]
+    if best is None or best.candidate_id != candidate_id or vs_eager is None:
+        return ""
+    floor = f", {pct_text(best.pct_of_floor)} of the roofline floor" if best.pct_of_floor else ""
+    return f"; now {vs_eager:.2f}x vs eager{floor}"
+
+
 # -- commands -------------------------------------------------------------------------------
 def _run_dirs(root: Path) -> list[Path]:
     """RUN_DIR itself, or the per-problem run directories under it."""
@@ -326,7 +339,8 @@ def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
 
             for res in verify_best(run_dir, top=1, run_id=run.id):
                 if not (args.quiet or args.json):
-                    print(f"re-verification of {res.candidate_id}: {'passed' if res.ok else 'FAILED'} ({res.reason})")
+                    print(f"re-verification of {res.candidate_id}: {'passed' if res.ok else 'FAILED'} ({res.reason})"
+                          + _confirmed_figure(store, run.id, res.candidate_id))
         llm = driver.session_llm
         summary = trajectory(store, run.id)
         summary["session"] = {"stop_reason": stop.reason, "detail": stop.detail, "llm_calls": llm.calls,
@@ -444,12 +458,12 @@ def cmd_best(args: argparse.Namespace) -> int:
                 f"`kernelsearch run --resume {dirs[0]} --torch-fallback allow` ranks them)" if held else ""))
         source = store.candidate(best.candidate_id).source
         pub = published(store, best.candidate_id, run.config.eval.device)
+        vs_eager = store.figure(run.id, best.candidate_id)[0]
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(source)
     conf = pub["confirmation"]
+    figure = f"{vs_eager:.2f}x vs eager" if vs_eager else "speedup unknown"  # as `show` and progress show it
     if conf is not None:
-        figure = f"{conf['speedup_vs_eager']:.2f}x vs eager ±{100 * conf['speedup_rel_spread']:.0f}%"
-    else:
-        figure = f"{best.speedup:.2f}x vs eager" if best.speedup else "speedup unknown"
+        figure += f" ±{100 * conf['speedup_rel_spread']:.0f}%"
     print(f"wrote {args.output}: candidate {best.candidate_id}, {figure} ({pub['timed']})", file=sys.stderr)
     return 0
