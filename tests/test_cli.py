@@ -67,6 +67,32 @@ def test_bench_json_and_table(tmp_path):
     table = ks("bench", str(probs), str(sols), "--device", "cpu", "--no-compile", "--matched-only",
                "--archive", str(tmp_path / "a.sqlite"))
     assert table.returncode == 0 and "fast_p" in table.stdout and "scale_add" in table.stdout
+    off = d["results"][1]["isolation"].startswith("none")  # no bubblewrap on this machine
+    assert table.stdout.count("sandbox off: no bubblewrap") == (1 if off else 0)
+
+
+def test_eval_says_when_the_sandbox_is_off(tmp_path):
+    args = [str(DATA / "problems" / "scale_add.py"), str(DATA / "candidates" / "py_correct.py"), "--device", "cpu",
+            "--no-compile", "--archive", str(tmp_path / "a.sqlite")]
+    r = ks("eval", *args, "--json")
+    off = json.loads(r.stdout)["isolation"].startswith("none")
+    r = ks("eval", *args)
+    assert r.returncode == 0 and r.stdout.count("sandbox off: no bubblewrap") == (1 if off else 0), r.stdout
+
+
+@pytest.mark.parametrize("isolation, said", [("none+watchdog", True), ("none+cgroup", True),
+                                             ("bwrap+cgroup", False), ("", False)])
+def test_sandbox_note_follows_isolation(isolation, said, capsys):
+    from kernelsearch.bench import BenchSummary
+    from kernelsearch.evaluator.verdict.records import EvalResult, Status
+    from kernelsearch.problems.loader import load_problem
+    from kernelsearch.report.terminal import print_bench, print_result
+
+    r = EvalResult(problem="scale_add", problem_id="p", candidate_id="c", backend="torch", device="cpu",
+                   status=Status.CORRECT, reason="ok", isolation=isolation)
+    print_result(r)
+    print_bench(BenchSummary("cpu", [(load_problem(DATA / "problems" / "scale_add.py"), r)]))
+    assert capsys.readouterr().out.count("sandbox off") == (2 if said else 0)
 
 
 def test_problems_lists_suite():
