@@ -38,6 +38,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.candidate import Candidate
@@ -306,8 +307,9 @@ def table(rows: list[dict], device: str) -> Table:
         if r.get("hint"):
             why += f" (hint: {r['hint']})"
         lint = "; ".join(line.split(":", 1)[0] for line in r.get("lint") or [])
-        t.add_row(r["key"], f"{status}: {why}"[:400], _fmt(r.get("eval_s"), 0), _fmt(r.get("eager_ms"), 3),
-                  _fmt(r.get("compile_ms"), 3), lint)
+        # plain text: a hint's "kernelsearch[kernelbench]" is not rich markup
+        t.add_row(Text(r["key"]), Text(f"{status}: {why}"[:400]), _fmt(r.get("eval_s"), 0),
+                  _fmt(r.get("eager_ms"), 3), _fmt(r.get("compile_ms"), 3), Text(lint))
     return t
 
 

@@ -177,6 +177,20 @@ def test_sweep_judges_each_problem_and_resumes(tmp_path, no_einops):
     assert rows["level1/1_Tiny_scale_add.py"] == tiny
 
 
+def test_sweep_table_prints_hints_as_written(no_einops):
+    """A hint naming the extra (kernelsearch[kernelbench]) is text, not rich markup to swallow."""
+    import io
+
+    from rich.console import Console
+
+    sweep = _script("kernelbench_sweep")
+    item = sweep.Item(1, LEVEL1 / "3_Needs_einops.py")
+    _, error, hint = sweep.load(item)
+    out = io.StringIO()
+    Console(file=out, width=400).print(sweep.table([sweep.failed_row(item, error, hint, "cpu")], "cpu"))
+    assert f"(hint: {hint})" in out.getvalue() and "pip install 'kernelsearch[kernelbench]')" in out.getvalue()
+
+
 def test_sweep_parts_split_every_level(tmp_path):
     sweep = _script("kernelbench_sweep")
     parts = [sweep.select(KB, [1], [], (k, 3)) for k in (1, 2, 3)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kernelsearch.evaluator.timing.ceilings import describe_roofline
@@ -44,7 +45,7 @@ def sandbox_note(isolations: list[str]) -> str:
 def print_result(r: EvalResult) -> None:
     style = _STYLE.get(r.status, "yellow")
     console.print(f"[bold]{r.problem}[/] · {r.backend} on {r.device} ({r.device_name or '?'})")
-    console.print(f"status: [{style}]{r.status.value}[/]  {r.reason}", markup=True, highlight=False)
+    console.print(f"status: [{style}]{r.status.value}[/]  {escape(r.reason)}", markup=True, highlight=False)
     if note := sandbox_note([r.isolation]):
         console.print(note, markup=False, highlight=False)
     if r.flags:
