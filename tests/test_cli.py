@@ -200,3 +200,20 @@ def test_bench_on_a_directory_with_bad_files(tmp_path):
     assert [(x["problem"], x["status"]) for x in out["results"]] == [("row_norm", "no_candidate"),
                                                                       ("scale_add", "correct")]
     assert out["problems"] == 2 and _failed_names(out) == ["48_needs_module", "broken_syntax"]
+
+
+def test_help_is_plain_text():
+    """--help of the command and of each subcommand: no reStructuredText or Markdown backticks,
+    no Python names such as LOAD_FAILED."""
+    import argparse
+
+    from kernelsearch.cli.main import build_parser
+
+    r = ks("--help")
+    assert r.returncode == 0 and "Exit status" in r.stdout
+    parser = build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    texts = {"": parser.format_help(), **{name: p.format_help() for name, p in subs.choices.items()}}
+    assert len(texts) >= 11 and "`" not in r.stdout
+    for name, text in texts.items():
+        assert "`" not in text and "LOAD_FAILED" not in text, (name, text)

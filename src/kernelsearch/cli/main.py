@@ -15,6 +15,12 @@ from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig, defa
 from kernelsearch.problems.loader import PRECISIONS, LoadFailure, ProblemError, ProblemsFailed
 
 LOAD_FAILED = 3  # exit status: some problem files of a directory failed to load
+# --help's text (plain: argparse prints it as it is)
+DESCRIPTION = ("Evaluate candidate kernels for PyTorch problems, and search for fast, correct ones with a language "
+               "model. Exit status: 0 when the work was done, whatever the verdicts; 1 when run's LLM provider "
+               "failed; 2 for a usage error or a malformed problem, with a one-line message saying which; 3 when "
+               "some problem files of a directory could not be loaded (each is reported on stderr and the rest "
+               "are processed) or none could.")
 
 
 class UsageError(Exception):
@@ -217,12 +223,12 @@ def cmd_problems(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kernelsearch", description=__doc__)
+    parser = argparse.ArgumentParser(prog="kernelsearch", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("eval", help="evaluate one candidate against one problem")
-    p.add_argument("problem", help="problem file or bundled problem name (see `kernelsearch problems`)")
+    p.add_argument("problem", help="problem file or bundled problem name (see: kernelsearch problems)")
     p.add_argument("candidate", help="candidate .py defining class ModelNew")
     p.add_argument("--backend", choices=["cuda", "triton", "cute", "tilelang", "cpp", "torch"], default=None, help="default: detected")
     _add_eval_options(p)

@@ -95,7 +95,7 @@ def add_search_commands(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the run's summary as JSON at the end")
     p.add_argument("-q", "--quiet", action="store_true", help="no live progress")
     p.add_argument("--no-verify", action="store_true",
-                   help="do not re-verify the best kernel when the run ends (see `kernelsearch verify`)")
+                   help="do not re-verify the best kernel when the run ends (see: kernelsearch verify)")
 
     g = p.add_argument_group("strategy")
     g.add_argument("-n", type=int, default=None, help="best-of-n samples; refine chains; evolve children per round (default 4, refine 1)")
