@@ -200,6 +200,12 @@ def test_bench_on_a_directory_with_bad_files(tmp_path):
     assert [(x["problem"], x["status"]) for x in out["results"]] == [("row_norm", "no_candidate"),
                                                                       ("scale_add", "correct")]
     assert out["problems"] == 2 and _failed_names(out) == ["48_needs_module", "broken_syntax"]
+    # stderr is not a terminal here: a plain line per evaluated and per confirmed kernel, as they finish
+    lines = [x for x in r.stderr.splitlines() if x.startswith("kernelsearch: bench: ")]
+    speedup = out["results"][1]["confirmation"]["speedup_vs_eager"]
+    assert lines == ["kernelsearch: bench: evaluated 1/1: scale_add: correct",
+                     "kernelsearch: bench: confirming 1 correct kernel(s), each over 3 fresh processes",
+                     f"kernelsearch: bench: confirmation 1/1: scale_add: {speedup:.2f}x vs eager"], r.stderr
 
 
 def test_help_is_plain_text():

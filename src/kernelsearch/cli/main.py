@@ -163,7 +163,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print(json.dumps({"failed_to_load": [f.to_dict() for f in failures]}))
         return LOAD_FAILED
     with _archive(args) as archive:
-        summary = run_bench(pairs, config, archive, progress=not args.json, jobs=args.jobs,
+        summary = run_bench(pairs, config, archive, progress=True, jobs=args.jobs,  # on stderr
                             executor=args.executor, executor_options=ex_opts, confirm_processes=args.confirm)
     if args.json:
         print(json.dumps({**summary.to_dict(), "failed_to_load": [f.to_dict() for f in failures]}, default=str))
