@@ -198,7 +198,8 @@ def print_trajectory(t: dict[str, Any], console: Console | None = None) -> None:
         base = t["baseline"]
         console.print(f"round speedups are against the run's baseline: {escape(t['eager_label'])} {_ms(base['eager_ms'])}, "
                       f"torch.compile {_ms(base['compile_ms'])} "
-                      f"(medians over {base['evaluations']} evaluation(s))", highlight=False)
+                      f"(medians over {base['evaluations']} evaluation(s)); a confirmed kernel's against "
+                      "the eager timed next to it in its confirmation", highlight=False)
     held = t.get("held_out") or []
     if not b["candidate_id"]:
         console.print("best kernel: " + ("none of its own yet: every correct kernel is held out (below)" if held
