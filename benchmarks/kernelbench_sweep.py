@@ -38,6 +38,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from kernelsearch.archive.db import Archive
 from kernelsearch.evaluator.config import EvalConfig, default_home
@@ -205,8 +206,14 @@ def lint_lines(problems: list[Problem], device: str, home: Path) -> dict[str, li
 
 
 def needs_lint(row: dict) -> bool:
-    """Not linted yet, or the lint failed to run (not cached either: it may not fail again)."""
-    return not row.get("linted") or any(line.startswith("run-error:") for line in row.get("lint") or [])
+    """Not linted yet, or the lint failed to run (not cached either: it may not fail again).
+    A problem too large for this machine ("run-error: does not fit ...") is a finding, not a
+    failed run: it is not linted again, as its verdict is not judged again (the message names
+    the memory available at the time, so a second lint would differ and append a row)."""
+    if not row.get("linted"):
+        return True
+    return any((line.startswith("run-error:") and not line.startswith("run-error: does not fit"))
+               or line.startswith("lint failed:") for line in row.get("lint") or [])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -300,8 +307,9 @@ def table(rows: list[dict], device: str) -> Table:
         if r.get("hint"):
             why += f" (hint: {r['hint']})"
         lint = "; ".join(line.split(":", 1)[0] for line in r.get("lint") or [])
-        t.add_row(r["key"], f"{status}: {why}"[:400], _fmt(r.get("eval_s"), 0), _fmt(r.get("eager_ms"), 3),
-                  _fmt(r.get("compile_ms"), 3), lint)
+        # plain text: a hint's "kernelsearch[kernelbench]" is not rich markup
+        t.add_row(Text(r["key"]), Text(f"{status}: {why}"[:400]), _fmt(r.get("eval_s"), 0),
+                  _fmt(r.get("eager_ms"), 3), _fmt(r.get("compile_ms"), 3), Text(lint))
     return t
 
 

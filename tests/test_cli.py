@@ -67,6 +67,32 @@ def test_bench_json_and_table(tmp_path):
     table = ks("bench", str(probs), str(sols), "--device", "cpu", "--no-compile", "--matched-only",
                "--archive", str(tmp_path / "a.sqlite"))
     assert table.returncode == 0 and "fast_p" in table.stdout and "scale_add" in table.stdout
+    off = d["results"][1]["isolation"].startswith("none")  # no bubblewrap on this machine
+    assert table.stdout.count("sandbox off: no bubblewrap") == (1 if off else 0)
+
+
+def test_eval_says_when_the_sandbox_is_off(tmp_path):
+    args = [str(DATA / "problems" / "scale_add.py"), str(DATA / "candidates" / "py_correct.py"), "--device", "cpu",
+            "--no-compile", "--archive", str(tmp_path / "a.sqlite")]
+    r = ks("eval", *args, "--json")
+    off = json.loads(r.stdout)["isolation"].startswith("none")
+    r = ks("eval", *args)
+    assert r.returncode == 0 and r.stdout.count("sandbox off: no bubblewrap") == (1 if off else 0), r.stdout
+
+
+@pytest.mark.parametrize("isolation, said", [("none+watchdog", True), ("none+cgroup", True),
+                                             ("bwrap+cgroup", False), ("", False)])
+def test_sandbox_note_follows_isolation(isolation, said, capsys):
+    from kernelsearch.bench import BenchSummary
+    from kernelsearch.problems.loader import load_problem
+    from kernelsearch.records.result import EvalResult, Status
+    from kernelsearch.report.terminal import print_bench, print_result
+
+    r = EvalResult(problem="scale_add", problem_id="p", candidate_id="c", backend="torch", device="cpu",
+                   status=Status.CORRECT, reason="ok", isolation=isolation)
+    print_result(r)
+    print_bench(BenchSummary("cpu", [(load_problem(DATA / "problems" / "scale_add.py"), r)]))
+    assert capsys.readouterr().out.count("sandbox off") == (2 if said else 0)
 
 
 def test_problems_lists_suite():
@@ -144,6 +170,22 @@ def test_lint_on_a_directory_with_bad_files(tmp_path):
     assert _failed_names(out) == ["48_needs_module", "broken_syntax"]
 
 
+def test_bench_exit_status_is_the_one_announced(tmp_path):
+    """Files failed to load ("exit status 3" on stderr) and the only candidate is for one of them:
+    nothing to bench, and the exit status is the 3 announced, not a usage error's 2."""
+    d = mixed_dir(tmp_path / "probs")
+    sols = tmp_path / "solutions"
+    sols.mkdir()
+    (sols / "48_needs_module.py").write_text((DATA / "candidates" / "py_correct.py").read_text())
+    r = ks("bench", str(d), str(sols), "--device", "cpu", "--json", "--no-compile",
+           "--archive", str(tmp_path / "a.sqlite"))
+    assert r.returncode == 3, r.stderr
+    assert "(exit status 3)" in r.stderr and "no candidate file matches any problem" in r.stderr
+    assert _failed_names(json.loads(r.stdout)) == ["48_needs_module", "broken_syntax"]
+    r = ks("bench", str(d), str(sols), "--lanes", "0", "--device", "cpu")  # a usage error comes first
+    assert r.returncode == 2 and "--lanes" in r.stderr and "failed to load" not in r.stderr
+
+
 def test_bench_on_a_directory_with_bad_files(tmp_path):
     d = mixed_dir(tmp_path / "probs")
     sols = tmp_path / "solutions"
@@ -158,3 +200,26 @@ def test_bench_on_a_directory_with_bad_files(tmp_path):
     assert [(x["problem"], x["status"]) for x in out["results"]] == [("row_norm", "no_candidate"),
                                                                       ("scale_add", "correct")]
     assert out["problems"] == 2 and _failed_names(out) == ["48_needs_module", "broken_syntax"]
+    # stderr is not a terminal here: a plain line per evaluated and per confirmed kernel, as they finish
+    lines = [x for x in r.stderr.splitlines() if x.startswith("kernelsearch: bench: ")]
+    speedup = out["results"][1]["confirmation"]["speedup_vs_eager"]
+    assert lines == ["kernelsearch: bench: evaluated 1/1: scale_add: correct",
+                     "kernelsearch: bench: confirming 1 correct kernel(s), each over 3 fresh processes",
+                     f"kernelsearch: bench: confirmation 1/1: scale_add: {speedup:.2f}x vs eager"], r.stderr
+
+
+def test_help_is_plain_text():
+    """--help of the command and of each subcommand: no reStructuredText or Markdown backticks,
+    no Python names such as LOAD_FAILED."""
+    import argparse
+
+    from kernelsearch.cli.main import build_parser
+
+    r = ks("--help")
+    assert r.returncode == 0 and "Exit status" in r.stdout
+    parser = build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    texts = {"": parser.format_help(), **{name: p.format_help() for name, p in subs.choices.items()}}
+    assert len(texts) >= 11 and "`" not in r.stdout
+    for name, text in texts.items():
+        assert "`" not in text and "LOAD_FAILED" not in text, (name, text)

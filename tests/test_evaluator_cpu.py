@@ -140,3 +140,24 @@ def test_cpu_threads_fixed_for_candidate(cpu_config, archive):
     assert evaluate(problem, _thread_probe(2), cpu_config.with_(cpu_threads=2), archive).status is Status.CORRECT
     wrong = evaluate(problem, _thread_probe(2), cpu_config, archive)
     assert wrong.status is Status.RUNTIME_ERROR and "threads 1" in wrong.reason
+
+
+JUDGE_ONLY_RAISES = (DATA / "problems" / "inputs_raise.py").read_text().replace(
+    '''    raise ValueError("no inputs today")''',
+    '''    import sys
+
+    if not any("ModelNew" in getattr(m, "__dict__", {}) for m in list(sys.modules.values())):
+        raise ValueError("no inputs today")  # only where no candidate was imported: the judge
+    return [torch.randn(n), torch.randn(n)]''')
+
+
+@pytest.mark.parametrize("where", ["both workers", "the judge only"])
+def test_problem_whose_get_inputs_raises_is_blamed(where, tmp_path, cpu_config, archive):
+    """The problem's get_inputs() raising is the problem's fault: ``crashed`` with a reason that
+    says so, the same from the candidate's worker and from the judge, never a runtime_error."""
+    path = DATA / "problems" / "inputs_raise.py"
+    if where == "the judge only":
+        path = tmp_path / "inputs_raise.py"
+        path.write_text(JUDGE_ONLY_RAISES)
+    result = evaluate(load_problem(path), Candidate.from_file(DATA / "candidates" / "py_correct.py"), cpu_config, archive)
+    assert (result.status, result.reason) == (Status.CRASHED, "the problem's get_inputs() raised ValueError: no inputs today")

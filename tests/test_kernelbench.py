@@ -158,6 +158,11 @@ def test_sweep_judges_each_problem_and_resumes(tmp_path, no_einops):
     assert huge["linted"] and any(line.startswith("run-error: does not fit") for line in huge["lint"])
     assert all(r["linted"] for r in rows.values() if r["status"] != "load_failed")
 
+    # too large for the machine is a finding, not a failed lint: it is not linted again (its
+    # message names the memory available then, which differs from call to call on a loaded host)
+    earlier = {**huge, "lint": [huge["lint"][0].split(";")[0] + "; the host has 9.1 GB available"]}
+    with (out / "results-cpu.jsonl").open("a") as f:
+        f.write(json.dumps(earlier) + "\n")
     lines = (out / "results-cpu.jsonl").read_text().splitlines()
     assert sweep.main(base) == 0  # all judged: nothing evaluated, nothing appended
     assert evaluations() == 3
@@ -170,6 +175,20 @@ def test_sweep_judges_each_problem_and_resumes(tmp_path, no_einops):
     assert evaluations() == 3
     rows = {r["key"]: r for r in json.loads((out / "sweep-cpu.json").read_text())["rows"]}
     assert rows["level1/1_Tiny_scale_add.py"] == tiny
+
+
+def test_sweep_table_prints_hints_as_written(no_einops):
+    """A hint naming the extra (kernelsearch[kernelbench]) is text, not rich markup to swallow."""
+    import io
+
+    from rich.console import Console
+
+    sweep = _script("kernelbench_sweep")
+    item = sweep.Item(1, LEVEL1 / "3_Needs_einops.py")
+    _, error, hint = sweep.load(item)
+    out = io.StringIO()
+    Console(file=out, width=400).print(sweep.table([sweep.failed_row(item, error, hint, "cpu")], "cpu"))
+    assert f"(hint: {hint})" in out.getvalue() and "pip install 'kernelsearch[kernelbench]')" in out.getvalue()
 
 
 def test_sweep_parts_split_every_level(tmp_path):

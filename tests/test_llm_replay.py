@@ -105,3 +105,21 @@ def test_malformed_file_names_line(tmp_path):
         ReplayProvider(g)
     with pytest.raises(LLMError, match="cannot read"):
         ReplayProvider(tmp_path / "missing.jsonl")
+
+
+def test_format_is_documented_in_formats_md(tmp_path):
+    """docs/formats.md documents the file: its example loads, and its field table names exactly
+    the fields a recorded line has, plus "match"."""
+    import re
+
+    from conftest import ROOT
+
+    doc = (ROOT / "docs" / "formats.md").read_text().split("## Recorded answers (`--llm replay:FILE`)", 1)[1]
+    doc = doc.split("\n## ", 1)[0]
+    example = re.search(r"```jsonl\n(.*?)\n```\n", doc, re.S).group(1)
+    entries = ReplayProvider(_write(tmp_path / "doc.jsonl", example)).entries
+    assert len(entries) == 4 and entries[2].usage == Usage(1200, 800) and entries[3].finish_reason == "length"
+    fields = set(re.findall(r"^\| `(\w+)` \|", doc, re.M))
+    r = LLMRequest(model="m", messages=(Message("user", "q"),), metadata={"round": 0})
+    append_record(tmp_path / "rec.jsonl", r, LLMResponse(content="a", usage=Usage(1, 2), finish_reason="stop"))
+    assert fields == set(json.loads((tmp_path / "rec.jsonl").read_text())) | {"match"}

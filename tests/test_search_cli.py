@@ -103,6 +103,26 @@ def test_usage_errors(tmp_path):
     assert r.returncode == 2 and "no correct kernel" in r.stderr
 
 
+def test_provider_that_cannot_start_exits_1_and_leaves_no_run(tmp_path, monkeypatch):
+    """No API key: exit 1 (an LLM provider error), the CLI's flag named, no run directory left
+    behind, so the same command with a key (here a replay) then starts the run."""
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "KS_TEST_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    run_dir = tmp_path / "run"
+    r = ks("run", str(PROBLEM), "--strategy", "single", "--llm", "openai:gpt-4o", "--out", str(run_dir),
+           "--phase", "propose", *CLI_EVAL)
+    assert r.returncode == 1, r.stderr
+    assert "no API key" in r.stderr and "--api-key-env NAME" in r.stderr and "Traceback" not in r.stderr
+    assert not run_dir.exists()
+    r = ks("run", str(PROBLEM), "--strategy", "single", "--llm", "openai:gpt-4o", "--api-key-env", "KS_TEST_KEY",
+           "--out", str(run_dir), "--phase", "propose", *CLI_EVAL)
+    assert r.returncode == 1 and "KS_TEST_KEY" in r.stderr and not run_dir.exists()
+    replay = write_replay(tmp_path / "answers.jsonl", [code_answer(torch_source("a * 2 + b"))])
+    r = ks("run", str(PROBLEM), "--strategy", "single", "--llm", f"replay:{replay}", "--out", str(run_dir),
+           "--phase", "propose", *CLI_EVAL)
+    assert r.returncode == 0, r.stderr
+
+
 def test_show_json_trajectory(tmp_path):
     """Round by round: candidates, correct, best so far and the idea behind it."""
     def answer(request) -> str:
@@ -130,6 +150,48 @@ def test_show_json_trajectory(tmp_path):
     assert t["best"]["speedup_vs_eager"] == 3.0 and t["best"]["round"] == 1 and t["best"]["family"] == "control_flow"
     assert {"speedup_vs_compile", "candidate_id"} <= set(t["best"])
     assert (t["llm_calls"], t["tokens"], t["stop_reason"]) == (9, 9 * 15, "rounds")
+
+
+def test_progress_table_and_best_line_show_one_figure(tmp_path):
+    """After the best kernel's time is confirmed, the live status line, `show`'s round table
+    and its best line give it the same speedup (the confirmation's), and the roofline floor
+    the same percentage, written the same way."""
+    import functools
+    import io
+
+    from rich.console import Console
+
+    from kernelsearch.evaluator.confirm import Confirmation
+    from kernelsearch.search.progress import _status_line
+    from kernelsearch.search.ranking import pct_text
+    from kernelsearch.search.report import print_trajectory, trajectory
+
+    config = run_config("best-of-n", "scripted:x", Budgets(rounds=1), n=2)
+    run_id = create_run(tmp_path / "run", load_problem(PROBLEM), config, [])
+    provider = ScriptedProvider(lambda req: code_answer(torch_source(
+        f"a * 2 + b  # {req.metadata['slot']}", {0: 2.0, 1: 4.0}[req.metadata["slot"] % 2])))
+    with RunStore(tmp_path / "run") as store:
+        driver = Driver(store, run_id, evaluate_fn=functools.partial(fake_evaluate, floor_ms=0.1),
+                        client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id)))
+        driver.run()
+        best = store.best(run_id).candidate_id
+        conf = Confirmation(candidate_ms=[0.3, 0.31, 0.29], eager_ms=[1.5, 1.5, 1.5], candidate_rel=[0.01] * 3,
+                            eager_rel=[0.01] * 3, statuses=["correct"] * 3)
+        store.archive.add_confirmation(best, store.run(run_id).problem_id, "cpu", conf.to_dict())
+        spent, t = driver.spent(), trajectory(store, run_id)
+    figure = conf.speedup_vs_eager
+    assert spent.best_speedup == t["rounds"][-1]["best_speedup"] == t["best"]["speedup_vs_eager"] == figure
+    assert spent.best_pct_of_floor == t["best"]["pct_of_floor"] == pytest.approx(100 * 0.1 / 0.3)
+    status = _status_line(0, spent, 2).plain
+    out = io.StringIO()
+    print_trajectory(t, Console(file=out, width=200))
+    shown = out.getvalue()
+    x, pct = f"{figure:.2f}x", pct_text(spent.best_pct_of_floor)
+    assert x in status and pct in status
+    table_row = next(line for line in shown.splitlines() if line.startswith("│ 0"))
+    assert table_row.count(x) == 2  # round best and best so far
+    assert f"best kernel: {best}" in shown and f"{x} vs eager" in shown and f"{pct} of the roofline floor" in shown
+    assert "4.00x" not in shown + status  # the screening figure is not shown any more
 
 
 def test_several_problems_propose_only(tmp_path):

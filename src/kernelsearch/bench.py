@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,18 +104,22 @@ def run_bench(pairs: list[tuple[Problem, Path | None]], config: EvalConfig, arch
     """Evaluate every matched candidate through an executor (default ``local``: builds in
     parallel on ``jobs`` cores while the evaluation lanes take built candidates one at a time),
     then confirm each correct one's timing over ``confirm_processes`` fresh processes, one
-    kernel at a time (0: publish the single evaluation's figures)."""
+    kernel at a time (0: publish the single evaluation's figures). ``progress``: on stderr, a bar
+    while evaluating where stderr is a terminal, else a plain line per evaluated kernel; and a
+    line per confirmed kernel either way."""
     summary = BenchSummary(device=config.device)
+    bar_ok = progress and sys.stderr.isatty()
     todo = [Job(p, Candidate.from_file(c), config, tag=p.name) for p, c in pairs if c is not None]
     opts = dict(executor_options or {})
     if executor == "local":
         opts.setdefault("build_jobs", jobs)
     with make_executor(executor, archive, **opts) as ex:
-        if progress:
+        if bar_ok:
+            from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
             with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                          TimeElapsedColumn(), transient=False) as bar:
+                          TimeElapsedColumn(), transient=False, console=Console(stderr=True)) as bar:
                 task = bar.add_task(f"building and evaluating ({ex.name} executor)", total=len(todo))
 
                 def advance(fin: Finished) -> None:
@@ -122,15 +127,31 @@ def run_bench(pairs: list[tuple[Problem, Path | None]], config: EvalConfig, arch
                     bar.advance(task)
 
                 out = ex.evaluate_many(todo, on_result=advance)
+        elif progress:  # not a terminal (a log, a pipe): plain lines
+            done = iter(range(1, len(todo) + 1))
+
+            def line(fin: Finished) -> None:
+                _say(f"evaluated {next(done)}/{len(todo)}: {fin.job.problem.name}: {fin.result.status.value}")
+
+            out = ex.evaluate_many(todo, on_result=line)
         else:
             out = ex.evaluate_many(todo)
     results = {j.tag: r for j, r in zip(todo, out, strict=True)}
     summary.results = [(p, results.get(p.name)) for p, _ in pairs]
     if confirm_processes > 0:
-        for job in todo:
-            r = results[job.tag]
-            if r.status is not Status.CORRECT:
-                continue
-            summary.confirmations[job.tag] = confirm(job.problem, job.candidate, config, confirm_processes,
-                                                     compile_ms=r.compile_ms, archive=archive)
+        correct = [job for job in todo if results[job.tag].status is Status.CORRECT]
+        if progress and correct:
+            _say(f"confirming {len(correct)} correct kernel(s), each over {confirm_processes} fresh processes")
+        for k, job in enumerate(correct, 1):
+            conf = confirm(job.problem, job.candidate, config, confirm_processes,
+                           compile_ms=results[job.tag].compile_ms, archive=archive)
+            summary.confirmations[job.tag] = conf
+            if progress:
+                what = (f"{conf.speedup_vs_eager:.2f}x vs eager" if conf.ok and conf.speedup_vs_eager
+                        else "confirmed" if conf.ok else f"not confirmed: {conf.reason}"[:200])
+                _say(f"confirmation {k}/{len(correct)}: {job.problem.name}: {what}")
     return summary
+
+
+def _say(line: str) -> None:
+    print(f"kernelsearch: bench: {line}", file=sys.stderr, flush=True)

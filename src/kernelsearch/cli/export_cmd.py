@@ -16,7 +16,7 @@ def add_export_command(sub: Any) -> None:
                    help="output file: .jsonl or .parquet (or see --format); '-' for JSON Lines on stdout")
     p.add_argument("--format", choices=["jsonl", "parquet"], default=None, help="default: from the suffix")
     p.add_argument("--include-unverified", action="store_true",
-                   help="also export correct kernels not re-verified yet (column `verified` says which)")
+                   help="also export correct kernels not re-verified yet (the verified column says which)")
     p.set_defaults(func=cmd_export)
 
 

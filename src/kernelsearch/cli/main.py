@@ -23,6 +23,13 @@ from kernelsearch.cli.common import (
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig, default_home
 from kernelsearch.problems.loader import ProblemError, ProblemsFailed
 
+# --help's text (plain: argparse prints it as it is)
+DESCRIPTION = ("Evaluate candidate kernels for PyTorch problems, and search for fast, correct ones with a language "
+               "model. Exit status: 0 when the work was done, whatever the verdicts; 1 when run's LLM provider "
+               "failed; 2 for a usage error or a malformed problem, with a one-line message saying which; 3 when "
+               "some problem files of a directory could not be loaded (each is reported on stderr and the rest "
+               "are processed) or none could.")
+
 
 def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available, else cpu")
@@ -95,24 +102,29 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from kernelsearch.bench import match_solutions, run_bench
+    from kernelsearch.cli.executor_opts import executor_options
     from kernelsearch.report.terminal import print_bench
 
     config = _config(args)
+    try:  # usage errors before loading: once files fail to load, the exit status is 3 as announced
+        ex_opts = executor_options(args)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
     problems, failures = load_problem_set(args.problems)
     warn_flagged(problems, config.device, config.precision)
     pairs = match_solutions(problems, args.solutions, config.device)
     if args.matched_only:
         pairs = [(p, c) for p, c in pairs if c is not None]
     if not any(c is not None for _, c in pairs):
-        raise UsageError(f"{args.solutions}: no candidate file matches any problem (files are matched by problem file name)")
-    from kernelsearch.cli.executor_opts import executor_options
-
-    try:
-        ex_opts = executor_options(args)
-    except ValueError as e:
-        raise UsageError(str(e)) from e
+        why = f"{args.solutions}: no candidate file matches any problem (files are matched by problem file name)"
+        if not failures:
+            raise UsageError(why)
+        print(f"kernelsearch: error: {why} that loaded", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"failed_to_load": [f.to_dict() for f in failures]}))
+        return LOAD_FAILED
     with _archive(args) as archive:
-        summary = run_bench(pairs, config, archive, progress=not args.json, jobs=args.jobs,
+        summary = run_bench(pairs, config, archive, progress=True, jobs=args.jobs,  # on stderr
                             executor=args.executor, executor_options=ex_opts, confirm_processes=args.confirm)
     if args.json:
         print(json.dumps({**summary.to_dict(), "failed_to_load": [f.to_dict() for f in failures]}, default=str))
@@ -163,12 +175,12 @@ def cmd_problems(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kernelsearch", description=__doc__)
+    parser = argparse.ArgumentParser(prog="kernelsearch", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("eval", help="evaluate one candidate against one problem")
-    p.add_argument("problem", help="problem file or bundled problem name (see `kernelsearch problems`)")
+    p.add_argument("problem", help="problem file or bundled problem name (see: kernelsearch problems)")
     p.add_argument("candidate", help="candidate .py defining class ModelNew")
     p.add_argument("--backend", choices=["cuda", "triton", "cute", "tilelang", "cpp", "torch"], default=None, help="default: detected")
     _add_eval_options(p)

@@ -27,6 +27,7 @@ from kernelsearch.cli.common import (
     warn_flagged,
 )
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
+from kernelsearch.llm.base import LLMError
 from kernelsearch.search.config import (
     DEVICE_BACKEND,
     FALLBACK_POLICIES,
@@ -44,7 +45,8 @@ BUDGET_FLAGS = {"rounds": "rounds", "max_candidates": "candidates", "max_tokens"
 
 def _one_line_errors(fn):
     """Report UsageError here, in one line with exit status 2, as main() does: under
-    `python -m kernelsearch.cli.main` main's own UsageError is a different class object."""
+    `python -m kernelsearch.cli.main` main's own UsageError is a different class object.
+    An LLM provider that cannot start (no API key, SDK missing) is exit status 1."""
     @functools.wraps(fn)
     def wrapper(args: argparse.Namespace) -> int:
         try:
@@ -52,7 +54,21 @@ def _one_line_errors(fn):
         except UsageError as e:
             print(f"kernelsearch: error: {e}", file=sys.stderr)
             return 2
+        except LLMError as e:
+            print(f"kernelsearch: error: {e}", file=sys.stderr)
+            return 1
     return wrapper
+
+
+def _check_provider(config: RunConfig) -> None:
+    """Make the run's provider once before any run directory is made, so a provider that cannot
+    start (exit status 1) leaves nothing behind; a spec naming no provider is a usage error."""
+    from kernelsearch.llm.registry import ProviderSpecError, make_provider
+
+    try:
+        make_provider(config.llm, **config.provider_options())
+    except ProviderSpecError as e:
+        raise UsageError(str(e)) from e
 
 
 def _duration(text: str) -> float:
@@ -79,7 +95,7 @@ def add_search_commands(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the run's summary as JSON at the end")
     p.add_argument("-q", "--quiet", action="store_true", help="no live progress")
     p.add_argument("--no-verify", action="store_true",
-                   help="do not re-verify the best kernel when the run ends (see `kernelsearch verify`)")
+                   help="do not re-verify the best kernel when the run ends (see: kernelsearch verify)")
 
     g = p.add_argument_group("strategy")
     g.add_argument("-n", type=int, default=None, help="best-of-n samples; refine chains; evolve children per round (default 4, refine 1)")
@@ -259,6 +275,19 @@ def _resumed_config(args: argparse.Namespace, config: RunConfig) -> RunConfig:
     return config.with_(**changes)
 
 
+def _confirmed_figure(store: RunStore, run_id: str, candidate_id: str) -> str:
+    """The kernel's figure once re-verified (a confirmed time replaces the screening one), as
+    `show` prints it below, so the progress figures above are not the last word."""
+    from kernelsearch.search.ranking import pct_text
+
+    best = store.best(run_id)
+    vs_eager = store.figure(run_id, candidate_id)[0]
+    if best is None or best.candidate_id != candidate_id or vs_eager is None:
+        return ""
+    floor = f", {pct_text(best.pct_of_floor)} of the roofline floor" if best.pct_of_floor else ""
+    return f"; now {vs_eager:.2f}x vs eager{floor}"
+
+
 # -- commands -------------------------------------------------------------------------------
 def _run_dirs(root: Path) -> list[Path]:
     """RUN_DIR itself, or the per-problem run directories under it."""
@@ -271,7 +300,6 @@ def _run_dirs(root: Path) -> list[Path]:
 
 
 def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from kernelsearch.llm.base import LLMError
     from kernelsearch.search.driver import Driver
     from kernelsearch.search.progress import RichView, View
     from kernelsearch.search.report import trajectory
@@ -301,13 +329,18 @@ def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
             raise UsageError(str(e)) from e
         except LLMError as e:  # a provider that cannot be made (bad spec, SDK missing, no key)
             store.set_status(run.id, "stopped", "llm_error", str(e)[:500])
-            raise UsageError(str(e)) from e
+            from kernelsearch.llm.registry import ProviderSpecError
+
+            if isinstance(e, ProviderSpecError):
+                raise UsageError(str(e)) from e
+            raise
         if args.phase is None and not args.no_verify and stop.status in ("finished", "stopped"):
             from kernelsearch.search.verify_run import verify_best
 
             for res in verify_best(run_dir, top=1, run_id=run.id):
                 if not (args.quiet or args.json):
-                    print(f"re-verification of {res.candidate_id}: {'passed' if res.ok else 'FAILED'} ({res.reason})")
+                    print(f"re-verification of {res.candidate_id}: {'passed' if res.ok else 'FAILED'} ({res.reason})"
+                          + _confirmed_figure(store, run.id, res.candidate_id))
         llm = driver.session_llm
         summary = trajectory(store, run.id)
         summary["session"] = {"stop_reason": stop.reason, "detail": stop.detail, "llm_calls": llm.calls,
@@ -336,11 +369,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         device = args.device or default_device()
         if device == "cuda" and default_device() != "cuda" and args.phase != "propose":
             raise UsageError("--device cuda: no CUDA device is available here (use --phase propose to only generate)")
-        problems, failures = load_problem_set(args.problem)  # failures reported on stderr
-        warn_flagged(problems, device, args.precision)  # the problem linter's advice, on stderr
         for path in args.seed:
             if not path.is_file():
                 raise UsageError(f"--seed {path}: no such file")
+        if args.strategy and args.llm:  # before loading: once files fail to load, the exit status is 3
+            _check_provider(RunConfig(strategy=args.strategy, llm=args.llm, problem_name="", backend="",
+                                      llm_timeout=args.llm_timeout, base_url=args.base_url,
+                                      api_key_env=args.api_key_env))
+        problems, failures = load_problem_set(args.problem)  # failures reported on stderr
+        warn_flagged(problems, device, args.precision)  # the problem linter's advice, on stderr
         seeds = [Candidate.from_file(s) for s in args.seed]
         several = len(problems) + len(failures) > 1
         dirs = [args.out / p.name for p in problems] if several else [args.out]
@@ -421,12 +458,12 @@ def cmd_best(args: argparse.Namespace) -> int:
                 f"`kernelsearch run --resume {dirs[0]} --torch-fallback allow` ranks them)" if held else ""))
         source = store.candidate(best.candidate_id).source
         pub = published(store, best.candidate_id, run.config.eval.device)
+        vs_eager = store.figure(run.id, best.candidate_id)[0]
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(source)
     conf = pub["confirmation"]
+    figure = f"{vs_eager:.2f}x vs eager" if vs_eager else "speedup unknown"  # as `show` and progress show it
     if conf is not None:
-        figure = f"{conf['speedup_vs_eager']:.2f}x vs eager ±{100 * conf['speedup_rel_spread']:.0f}%"
-    else:
-        figure = f"{best.speedup:.2f}x vs eager" if best.speedup else "speedup unknown"
+        figure += f" ±{100 * conf['speedup_rel_spread']:.0f}%"
     print(f"wrote {args.output}: candidate {best.candidate_id}, {figure} ({pub['timed']})", file=sys.stderr)
     return 0

@@ -23,6 +23,10 @@ _BUILTIN: dict[str, tuple[str, str]] = {
 _CUSTOM: dict[str, Callable[..., Provider]] = {}
 
 
+class ProviderSpecError(LLMError):
+    """The spec or its options name no provider (a usage error, unlike a provider that cannot start)."""
+
+
 def register_provider(scheme: str, factory: Callable[..., Provider]) -> None:
     """`factory(target, **options)` is called for specs `scheme:target`."""
     _CUSTOM[scheme.lower()] = factory
@@ -44,16 +48,16 @@ def make_provider(spec: str, **options: Any) -> Provider:
     scheme, sep, target = spec.partition(":")
     scheme = scheme.strip().lower()
     if not sep or not target.strip():
-        raise LLMError(
+        raise ProviderSpecError(
             f"provider spec {spec!r} should look like SCHEME:TARGET ({', '.join(schemes())})"
         )
     if scheme not in _BUILTIN and scheme not in _CUSTOM:
-        raise LLMError(f"unknown provider {scheme!r} in {spec!r}; known: {', '.join(schemes())}")
+        raise ProviderSpecError(f"unknown provider {scheme!r} in {spec!r}; known: {', '.join(schemes())}")
     factory = _factory(scheme)
     try:
         inspect.signature(factory).bind(target.strip(), **options)
     except TypeError as e:
-        raise LLMError(f"provider {scheme!r}: bad options {sorted(options)}: {e}") from e
+        raise ProviderSpecError(f"provider {scheme!r}: bad options {sorted(options)}: {e}") from e
     except ValueError:  # no signature available: let the call itself complain
         pass
     try:

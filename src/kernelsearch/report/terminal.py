@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kernelsearch.evaluator.timing.ceilings import describe_roofline
@@ -32,10 +33,21 @@ def floor_share(roof: dict | None) -> str:
     return f"{roof['pct_of_floor']:.0f}% {'mem' if roof['bound'] == 'memory' else 'compute'}"
 
 
+def sandbox_note(isolations: list[str]) -> str:
+    """One line when a candidate's worker ran without the OS sandbox (its ``isolation`` starts
+    with "none": no bubblewrap), else ""."""
+    if not any(i.startswith("none") for i in isolations):
+        return ""
+    return ("sandbox off: no bubblewrap (bwrap), so candidates ran with this user's file and network "
+            "access, under process, memory and time limits only; install bubblewrap to isolate them")
+
+
 def print_result(r: EvalResult) -> None:
     style = _STYLE.get(r.status, "yellow")
     console.print(f"[bold]{r.problem}[/] · {r.backend} on {r.device} ({r.device_name or '?'})")
-    console.print(f"status: [{style}]{r.status.value}[/]  {r.reason}", markup=True, highlight=False)
+    console.print(f"status: [{style}]{r.status.value}[/]  {escape(r.reason)}", markup=True, highlight=False)
+    if note := sandbox_note([r.isolation]):
+        console.print(note, markup=False, highlight=False)
     if r.flags:
         console.print(f"flags: {', '.join(r.flags)}")
     if "torch_fallback" in r.flags:
@@ -125,6 +137,8 @@ def print_bench(summary) -> None:
     have = sum(r is not None for _, r in summary.results)
     console.print(f"correctness rate {correctness_rate(summary.correct()):.0%} over {n} problems "
                   f"({have} with a candidate; problems without one count as unsolved)")
+    if note := sandbox_note([r.isolation for _, r in summary.results if r is not None]):
+        console.print(note, markup=False, highlight=False)
 
 
 def _shapes(desc) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kernelsearch.search.config import Budgets
+from kernelsearch.search.ranking import pct_text
 
 # Closed set of reasons a session ends, and the run status each leaves behind.
 STATUS_OF = {
@@ -70,7 +71,7 @@ def target_stop(b: Budgets, s: Spent) -> Stop | None:
     if b.target_speedup is not None and s.best_speedup is not None and s.best_speedup >= b.target_speedup:
         return Stop("target_speedup", f"best kernel is {s.best_speedup:.2f}x vs eager (target {b.target_speedup:g}x)")
     if b.target_floor_pct is not None and s.best_pct_of_floor is not None and s.best_pct_of_floor >= b.target_floor_pct:
-        return Stop("target_floor", f"best kernel reaches {s.best_pct_of_floor:.1f}% of the roofline floor "
+        return Stop("target_floor", f"best kernel reaches {pct_text(s.best_pct_of_floor)} of the roofline floor "
                                     f"(target {b.target_floor_pct:g}%)")
     return None
 

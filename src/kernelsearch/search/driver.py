@@ -118,7 +118,7 @@ class Driver:
         best = self.store.best(self.run_id)
         return Spent(rounds=self.store.llm_rounds(self.run_id), candidates=self.store.count_proposed(self.run_id),
                      tokens=u.tokens, cost_usd=u.cost_usd, elapsed_s=self.clock.elapsed(),
-                     best_speedup=best.speedup if best else None,
+                     best_speedup=self.store.figure(self.run_id, best.candidate_id)[0] if best else None,
                      best_pct_of_floor=best.pct_of_floor if best else None,
                      held_out=len(self.store.held_out(self.run_id)))
 
@@ -199,7 +199,7 @@ class Driver:
         self.clock.checkpoint()
         spent = self.spent()
         self.view.evaluated(n, cid, self.store.result(self.run_id, cid), spent, self._evaluated(),
-                            speedup=self.store.speedup(self.run_id, cid),
+                            speedup=self.store.figure(self.run_id, cid)[0],
                             held_out=cid in self.store.held_out(self.run_id))
         return target_stop(self.config.budgets, spent)
 

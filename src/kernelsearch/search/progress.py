@@ -12,6 +12,7 @@ from rich.text import Text
 
 from kernelsearch.records.result import EvalResult
 from kernelsearch.search.budgets import Spent, Stop
+from kernelsearch.search.ranking import pct_text
 
 _STYLE = {"correct": "green", "incorrect": "red", "rejected": "magenta"}
 
@@ -35,7 +36,7 @@ def _status_line(n: int | None, spent: Spent, evaluated: int) -> Text:
         ("round ", "dim"), (str(n) if n is not None else "-", "bold"),
         ("  evaluated ", "dim"), (str(evaluated), "bold"),
         ("  best ", "dim"), (best, "bold green" if spent.best_speedup else "bold"),
-        *((("  floor ", "dim"), (f"{spent.best_pct_of_floor:.0f}%", "bold")) if spent.best_pct_of_floor else ()),
+        *((("  floor ", "dim"), (pct_text(spent.best_pct_of_floor), "bold")) if spent.best_pct_of_floor else ()),
         *((("  held out ", "dim"), (str(spent.held_out), "bold yellow")) if spent.held_out else ()),
         ("  tokens ", "dim"), (f"{spent.tokens:,}", "bold"),
         ("  cost ", "dim"), (f"${spent.cost_usd:.4f}", "bold"),

@@ -68,6 +68,11 @@ def pct_of(reference_ms: float | None, ms: float | None) -> float | None:
     return None if s is None else 100.0 * s
 
 
+def pct_text(pct: float) -> str:
+    """How every report writes a percentage of the floor or of the library kernel: "12.3%"."""
+    return f"{pct:.1f}%"
+
+
 @dataclass(frozen=True)
 class Baseline:
     """The pooled baseline of one problem on one device in a run."""

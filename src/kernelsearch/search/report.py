@@ -15,7 +15,7 @@ from rich.table import Table
 
 from kernelsearch.evaluator.timing.ceilings import describe_roofline
 from kernelsearch.problems.loader import declared_string
-from kernelsearch.search.ranking import pct_of, ranked_time_sql
+from kernelsearch.search.ranking import pct_of, pct_text, ranked_time_sql
 from kernelsearch.search.store import RunStore
 
 
@@ -68,6 +68,10 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
                  and (v["problem_id"], v["device"]) == key and v["ranked_ms"]]
         return min(timed, key=lambda x: x[0]) if timed else None
 
+    def figure(candidate_id: str) -> float | None:
+        """The kernel's speedup vs eager as progress and the best line show it (store.figure)."""
+        return store.figure(rid, candidate_id, base)[0]
+
     playbook = notes_used(store, rid)
     rounds, best_so_far = [], None
     for rd in store.rounds(rid):
@@ -82,8 +86,8 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
             "round": rd.round, "kind": rd.kind, "status": rd.status, "candidates": len(rows),
             "evaluated": len(done), "correct": len(correct),
             "held_out": sum(not verdict[r["evaluation_id"]]["eligible"] for r in correct),
-            "round_best_speedup": base.speedups(round_best[0])[0] if round_best else None,
-            "best_speedup": base.speedups(best_so_far[0])[0] if best_so_far else None,
+            "round_best_speedup": figure(round_best[1]["candidate_id"]) if round_best else None,
+            "best_speedup": figure(best_so_far[1]["candidate_id"]) if best_so_far else None,
             "best_candidate_id": best_so_far[1]["candidate_id"] if best_so_far else None,
             "idea": idea, "family": family, "playbook": playbook.get(rd.round, {}),
         })
@@ -94,16 +98,15 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
     m = store.best(rid)
     if m is not None:
         idea, family = idea_label(store, by_id[m.candidate_id])
-        best = {"candidate_id": m.candidate_id, "speedup_vs_eager": m.speedup,
-                "speedup_vs_compile": m.speedup_vs_compile, "candidate_ms": m.ms,
+        vs_eager, vs_compile = store.figure(rid, m.candidate_id, base)  # confirmed: its own A/B eager
+        best = {"candidate_id": m.candidate_id, "speedup_vs_eager": vs_eager,
+                "speedup_vs_compile": vs_compile, "candidate_ms": m.ms,
                 "round": m.round, "origin": m.origin,
                 "backend": store.candidate(m.candidate_id).backend, "idea": idea, "family": family,
                 "verification": _verification(store, m.candidate_id),
                 "roofline": getattr(store.result(rid, m.candidate_id), "roofline", None),
                 **published(store, m.candidate_id, run.config.eval.device)}
         conf = best["confirmation"]
-        if conf is not None:  # the published figure: its own A/B eager, pooled over processes
-            best.update(speedup_vs_eager=conf["speedup_vs_eager"], speedup_vs_compile=conf["speedup_vs_compile"])
         # against the hardware: its ranked time (confirmed where confirmed) vs the roofline floor, as
         # --target-floor counts it; and vs the library kernel eager runs (eager_ms / kernel_ms)
         eager_ms, kernel_ms = (conf["eager_median_ms"], conf["median_ms"]) if conf else (base.eager_ms, m.ms)
@@ -187,15 +190,16 @@ def print_trajectory(t: dict[str, Any], console: Console | None = None) -> None:
             console.print(escape(f"roofline: {describe_roofline(b['roofline'])}"), highlight=False)
         hw = []
         if b.get("pct_of_floor") is not None:
-            hw.append(f"{b['pct_of_floor']:.1f}% of the roofline floor ({_ms(b['floor_ms'])})")
+            hw.append(f"{pct_text(b['pct_of_floor'])} of the roofline floor ({_ms(b['floor_ms'])})")
         if b.get("pct_of_library") is not None:
-            hw.append(f"{b['pct_of_library']:.1f}% of {t['eager_label']}")
+            hw.append(f"{pct_text(b['pct_of_library'])} of {t['eager_label']}")
         if hw:
             console.print(escape("against the hardware: " + "; ".join(hw)), highlight=False)
         base = t["baseline"]
         console.print(f"round speedups are against the run's baseline: {escape(t['eager_label'])} {_ms(base['eager_ms'])}, "
                       f"torch.compile {_ms(base['compile_ms'])} "
-                      f"(medians over {base['evaluations']} evaluation(s))", highlight=False)
+                      f"(medians over {base['evaluations']} evaluation(s)); a confirmed kernel's against "
+                      "the eager timed next to it in its confirmation", highlight=False)
     held = t.get("held_out") or []
     if not b["candidate_id"]:
         console.print("best kernel: " + ("none of its own yet: every correct kernel is held out (below)" if held

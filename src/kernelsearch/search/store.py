@@ -523,6 +523,19 @@ class RunStore:
         base = self.baseline(run_id) if base is None else base
         return base.speedups(self.ranked_ms(run_id, candidate_id))[0]
 
+    def figure(self, run_id: str, candidate_id: str, base: Baseline | None = None) -> tuple[float | None, float | None]:
+        """The speedups (vs eager, vs torch.compile) that every report shows for a correct kernel
+        of the run (live progress, `show`'s table and best line, `best`): its passing
+        confirmation's own A/B figure where it has one (evaluator/confirm.py), else its ranked
+        time against the run's pooled baseline (or ``base``). Ranking itself goes by time."""
+        ms = self.ranked_ms(run_id, candidate_id)
+        if ms is None:
+            return None, None
+        conf = self.archive.confirmation(candidate_id, self.key(run_id)[1])
+        if conf is not None and conf.get("ok") and conf.get("speedup_vs_eager") is not None:
+            return conf["speedup_vs_eager"], conf.get("speedup_vs_compile")
+        return (self.baseline(run_id) if base is None else base).speedups(ms)
+
     def parent_uses(self, run_id: str) -> dict[str, int]:
         """How often each candidate has been a parent in this run (evolve's over-use penalty)."""
         uses: dict[str, int] = {}

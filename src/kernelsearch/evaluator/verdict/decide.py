@@ -124,6 +124,8 @@ def candidate_failure(out: WorkerOutcome, limits: Limits) -> Verdict | None:
             return Verdict(Status.REJECTED, msg, log)
         if kind == "harness_error":
             return Verdict(Status.CRASHED, f"worker failed outside the candidate: {msg}", log)
+        if kind == "problem_error":  # the problem's get_inputs()/get_init_inputs() raised: not the candidate's fault
+            return Verdict(Status.CRASHED, msg, log)
         return Verdict(Status.RUNTIME_ERROR, f"{err.get('phase')}: {msg}", log)
     if out.first(Kind.DONE) is not None:
         return None
@@ -227,6 +229,8 @@ def judge_failure(judge: WorkerOutcome) -> Verdict | None:
         return None
     err = judge.first(Kind.ERROR) or {}
     why = err.get("message") or judge.killed or judge.protocol_error or f"exit code {judge.returncode}"
+    if err.get("kind") == "problem_error":  # the problem's input functions raised, as in the candidate's worker
+        return Verdict(Status.CRASHED, str(why)[:REASON_LIMIT])
     return Verdict(Status.CRASHED, f"the judge (reference) failed: {why}"[:REASON_LIMIT])
 
 

@@ -58,8 +58,13 @@ def main(argv: list[str]) -> int:
             module, function = entry.split(":", 1)
             getattr(importlib.import_module(module), function)(job, ch)
     except BaseException as e:  # noqa: BLE001
-        ch.send(Kind.ERROR, phase="harness", kind="harness_error", message=f"{type(e).__name__}: {e}"[:4000],
-                traceback=tail(traceback.format_exc()))
+        from kernelsearch.evaluator.worker.common import ProblemInputsError
+
+        if isinstance(e, ProblemInputsError):  # the problem's input functions raised (the judge's role)
+            ch.send(Kind.ERROR, phase="harness", kind="problem_error", message=str(e))
+        else:
+            ch.send(Kind.ERROR, phase="harness", kind="harness_error", message=f"{type(e).__name__}: {e}"[:4000],
+                    traceback=tail(traceback.format_exc()))
     finally:
         try:
             ch.f.flush()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kernelsearch.evaluator.worker.common import (
     Channel,
+    ProblemInputsError,
     device_name,
     load_module_plain,
     make_inputs,
@@ -174,6 +175,9 @@ def run_candidate(job: dict, ch: Channel) -> None:
             _profile_cpu(model, make_inputs(problem, job["trial_seeds"][0], device, dist, prec), ch)
     except GuardViolation as e:
         ch.send(Kind.ERROR, phase=phase, kind="rejected", message=str(e)[:4000])
+        return
+    except ProblemInputsError as e:
+        ch.send(Kind.ERROR, phase=phase, kind="problem_error", message=str(e))
         return
     except BaseException as e:  # noqa: BLE001
         kind = "compile_error" if _is_compile_exception(e) else "runtime_error"

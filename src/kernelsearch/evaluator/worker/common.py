@@ -25,6 +25,19 @@ def seeded(seed: int):
         torch.cuda.manual_seed_all(seed)
 
 
+class ProblemInputsError(Exception):
+    """The problem's get_inputs() or get_init_inputs() raised: the problem's fault, not the
+    candidate's; both workers report it as kind "problem_error" (a ``crashed`` verdict)."""
+
+
+def problem_call(module, name: str) -> list:
+    """``module.<name>()`` as a list, its exception a ProblemInputsError naming the function."""
+    try:
+        return list(getattr(module, name)())
+    except Exception as e:  # noqa: BLE001 - whatever the problem's code raised
+        raise ProblemInputsError(f"the problem's {name}() raised {type(e).__name__}: {e}"[:4000]) from e
+
+
 def make_inputs(module, seed: int, device: str, distribution: str = "normal", precision: str | None = None) -> list:
     """Same seed, same device, same inputs: in the candidate's process and in the judge's. Drawn
     on the device (both sides draw the same ones), then floating tensors cast to ``precision``."""
@@ -34,7 +47,7 @@ def make_inputs(module, seed: int, device: str, distribution: str = "normal", pr
 
     seeded(seed)
     with torch.device(device):
-        inputs = transform(list(module.get_inputs()), distribution)
+        inputs = transform(problem_call(module, "get_inputs"), distribution)
     _hide_seed()
     return [cast(x.to(device), precision) if isinstance(x, torch.Tensor) else x for x in inputs]
 
@@ -76,7 +89,8 @@ def make_model(cls, module, seed: int, device: str, precision: str | None = None
     from kernelsearch.problems.loader import set_mode
 
     seeded(seed)
-    init = [cast(x.to(device), precision) if isinstance(x, torch.Tensor) else x for x in module.get_init_inputs()]
+    init = [cast(x.to(device), precision) if isinstance(x, torch.Tensor) else x
+            for x in problem_call(module, "get_init_inputs")]
     seeded(seed)
     with torch.device("cpu"), torch.no_grad():
         model = cls(*init)

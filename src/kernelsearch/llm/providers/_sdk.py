@@ -52,7 +52,8 @@ def resolve_api_key(
     if base_url:
         return LOCAL_KEY
     raise LLMError(
-        f"{provider}: no API key: set {api_key_env} (or pass api_key_env=NAME / api_key=...)"
+        f"{provider}: no API key: set {api_key_env}, or name the variable that holds the key "
+        "(--api-key-env NAME on the command line; api_key_env=NAME in Python)"
     )
 
 

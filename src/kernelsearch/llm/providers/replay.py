@@ -16,7 +16,8 @@ model (`match.model`, else top-level `"model"`; absent = any) equals the request
 every `match.contains` string occurs in the request's messages. So hand-written files are
 served in order per model. A request asked again gets the answer it got before. Running out
 is an LLMError. `"finish_reason"` is handed on as the provider's (absent: none reported).
-`append_record` writes the keyed lines from live answers.
+`append_record` writes the keyed lines from live answers. The format is documented for users in
+docs/formats.md ("Recorded answers").
 """
 
 from __future__ import annotations
