@@ -307,16 +307,18 @@ def _nvcc_one(path: Path, d: Path, arch: str) -> tuple[bool, str]:
 # ----------------------------------------------------------------------------- run
 
 
-def _wait(proc: subprocess.Popen, pump: Callable[[], None], deadline: float) -> tuple[int, bool]:
+def _wait(proc: subprocess.Popen, pump: Callable[[], None], deadline: float,
+          stop: Callable[[subprocess.Popen], None] | None = None) -> tuple[int, bool]:
     """Copy the process's output with ``pump`` (a thread) until it exits or ``deadline`` passes
-    (then its group is stopped); return its exit status and whether it was stopped."""
+    (then ``stop``, by default ``_kill_group``, ends it); return its exit status and whether it
+    was stopped."""
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     stopped = False
     while proc.poll() is None:
         if time.monotonic() > deadline:
             stopped = True
-            _kill_group(proc)
+            (stop or _kill_group)(proc)
             break
         time.sleep(0.2)
     rc = proc.wait()
@@ -645,10 +647,15 @@ def run_kernelsearch(args: argparse.Namespace, work: Path, out: Path, entries: l
     }
 
 
-def _run_split(cmd: list[str], cwd: Path, env: dict, log: Path, stdout_path: Path, deadline: float) -> dict:
+def _run_split(cmd: list[str], cwd: Path, env: dict, log: Path, stdout_path: Path, deadline: float,
+               title: str = "", stop: Callable[[subprocess.Popen], None] | None = None) -> dict:
+    """Run ``cmd`` with its stdout to ``stdout_path`` and its stderr appended to ``log`` with the
+    seconds since it started, until it exits or ``deadline`` passes (see ``_wait``); wall time,
+    exit status and whether it was stopped."""
     t0 = time.monotonic()
+    head = f"\n===== {title}\n" if title else ""
     with log.open("a") as f, stdout_path.open("w") as so:
-        f.write(f"$ {' '.join(cmd)}\n")
+        f.write(f"{head}$ {' '.join(cmd)}\n")
         f.flush()
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=so, stderr=subprocess.PIPE,
                                 start_new_session=True, text=True, errors="replace", bufsize=1)
@@ -659,9 +666,10 @@ def _run_split(cmd: list[str], cwd: Path, env: dict, log: Path, stdout_path: Pat
                 f.write(f"[{time.monotonic() - t0:8.2f}] {line}")
                 f.flush()
 
-        rc, stopped = _wait(proc, pump, deadline)
+        rc, stopped = _wait(proc, pump, deadline, stop)
         wall = time.monotonic() - t0
-        f.write(f"===== exit {rc}{' (stopped at the budget)' if stopped else ''} after {wall:.1f} s\n")
+        name = f"{title}: " if title else ""
+        f.write(f"===== {name}exit {rc}{' (stopped at the budget)' if stopped else ''} after {wall:.1f} s\n")
     return {"wall_s": round(wall, 2), "rc": rc, "stopped": stopped}
 
 

@@ -46,7 +46,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import zipfile
 from dataclasses import dataclass
@@ -151,39 +150,6 @@ def _stop(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
     kbtp._kill_group(proc)
 
 
-def run_logged(cmd: list[str], env: dict[str, str], log: Path, stdout_path: Path, deadline: float,
-               title: str) -> dict:
-    """Run ``cmd`` (stdout to a file, stderr to ``log`` with seconds since its start) until it
-    exits or ``deadline`` passes; wall time, exit status, whether it was stopped."""
-    t0 = time.monotonic()
-    with log.open("a") as f, stdout_path.open("w") as so:
-        f.write(f"\n===== {title}\n$ {' '.join(cmd)}\n")
-        f.flush()
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=so, stderr=subprocess.PIPE,
-                                start_new_session=True, text=True, errors="replace", bufsize=1)
-        assert proc.stderr is not None
-
-        def pump() -> None:
-            for line in proc.stderr:  # type: ignore[union-attr]
-                f.write(f"[{time.monotonic() - t0:8.2f}] {line}")
-                f.flush()
-
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        stopped = False
-        while proc.poll() is None:
-            if time.monotonic() > deadline:
-                stopped = True
-                _stop(proc)
-                break
-            time.sleep(0.1)
-        rc = proc.wait()
-        reader.join(timeout=10)
-        wall = time.monotonic() - t0
-        f.write(f"===== {title}: exit {rc}{' (stopped at the budget)' if stopped else ''} after {wall:.1f} s\n")
-    return {"wall_s": round(wall, 2), "rc": rc, "stopped": stopped}
-
-
 def gpu_snapshot() -> list[dict]:
     """Per GPU: name, SM clock, temperature, power (nvidia-smi; empty without it)."""
     if not shutil.which("nvidia-smi"):
@@ -283,7 +249,7 @@ def run_config(cfg: Config, args: argparse.Namespace, work: Path, out: Path, ent
     before = gpu_snapshot()
     t0_wall = time.time()
     stdout = state / f"{cfg.label}-stdout.json"
-    r = run_logged(cmd, env, out / "run.log", stdout, deadline, cfg.spec)
+    r = kbtp._run_split(cmd, ROOT, env, out / "run.log", stdout, deadline, cfg.spec, _stop)
     bench = last_json(stdout)
     if cfg.executor == "ray" and r["stopped"]:  # a driver killed mid-run may leave Ray behind
         try:
@@ -385,7 +351,7 @@ def warm_up(args: argparse.Namespace, work: Path, entries: list[dict], log: Path
     cmd = [sys.executable, str(Path(__file__).resolve()), "warm", "--solutions", str(solutions),
            "--device", args.device]
     stdout = work / "mg-warm.json"
-    r = run_logged(cmd, _base_env(work / "mg-home"), log, stdout, stop_by, "warm-up")
+    r = kbtp._run_split(cmd, ROOT, _base_env(work / "mg-home"), log, stdout, stop_by, "warm-up", _stop)
     return {**last_json(stdout), **r}
 
 
