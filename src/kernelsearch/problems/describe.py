@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernelsearch.problems.loader import PRECISIONS, Problem, load_module, set_mode
+from kernelsearch.problems.loader import Problem, cast_floating, load_module, set_mode, torch_dtype
 
 
 @dataclass
@@ -102,11 +102,10 @@ def describe(problem: Problem, device: str = "cuda") -> ProblemDescription:
     desc = ProblemDescription(name=problem.name, device=device)
     try:
         module = load_module(problem.path, device=device)
-        dtype = getattr(torch, PRECISIONS[problem.precision])
-        cast = lambda x: x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x  # noqa: E731
+        at = problem.precision
         with torch.device("meta"):
-            model = module.Model(*[cast(x) for x in module.get_init_inputs()]).to(dtype)
-            inputs = [cast(x) for x in module.get_inputs()]
+            model = module.Model(*[cast_floating(x, at) for x in module.get_init_inputs()]).to(torch_dtype(at))
+            inputs = [cast_floating(x, at) for x in module.get_inputs()]
         set_mode(model, module)
         desc.inputs = [_info(x) if isinstance(x, torch.Tensor) else repr(x) for x in inputs]
         desc.param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())

@@ -32,6 +32,24 @@ PRECISION_TOL = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
 ROOFLINE_DTYPES = ("float32", "tf32", "float16", "bfloat16")  # the rates ceilings.py measures
 
 
+
+def torch_dtype(precision: str):
+    """The torch dtype of a precision ("fp32" -> torch.float32)."""
+    import torch
+
+    return getattr(torch, PRECISIONS[precision])
+
+
+def cast_floating(x: Any, precision: str | None) -> Any:
+    """``x`` in ``precision``'s dtype when it is a floating tensor; anything else (integer and bool
+    tensors, numbers) as it is. KernelBench casts integer tensors too, which turns a class-index
+    target into floats: a named difference. The one casting rule of the evaluator and ``describe``."""
+    import torch
+
+    if precision is None or not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        return x
+    return x.to(torch_dtype(precision))
+
 class ProblemError(ValueError):
     """A problem file or name that cannot be used, with a message saying why.
 

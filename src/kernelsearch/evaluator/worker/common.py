@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from kernelsearch.evaluator.timing.device import device_name  # noqa: F401 - for the roles
+from kernelsearch.problems.loader import cast_floating, torch_dtype
 from kernelsearch.records.protocol import Channel  # noqa: F401 - for the roles
 
 
@@ -49,17 +50,7 @@ def make_inputs(module, seed: int, device: str, distribution: str = "normal", pr
     with torch.device(device):
         inputs = transform(problem_call(module, "get_inputs"), distribution)
     _hide_seed()
-    return [cast(x.to(device), precision) if isinstance(x, torch.Tensor) else x for x in inputs]
-
-
-def cast(x, precision: str | None):
-    """A floating tensor in ``precision``'s dtype; integer and bool tensors as they are (KernelBench
-    casts those too, which turns a class-index target into floats: a named difference)."""
-    import torch
-
-    if precision is None or not x.is_floating_point():
-        return x
-    return x.to(getattr(torch, _dtype_name(precision)))
+    return [cast_floating(x.to(device), precision) if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
 def _hide_seed() -> None:
@@ -89,14 +80,14 @@ def make_model(cls, module, seed: int, device: str, precision: str | None = None
     from kernelsearch.problems.loader import set_mode
 
     seeded(seed)
-    init = [cast(x.to(device), precision) if isinstance(x, torch.Tensor) else x
+    init = [cast_floating(x.to(device), precision) if isinstance(x, torch.Tensor) else x
             for x in problem_call(module, "get_init_inputs")]
     seeded(seed)
     with torch.device("cpu"), torch.no_grad():
         model = cls(*init)
     model = model.to(device)
     if precision is not None:
-        model = model.to(getattr(torch, _dtype_name(precision)))
+        model = model.to(torch_dtype(precision))
     return set_mode(model, module)
 
 
@@ -113,12 +104,6 @@ def param_digest(model) -> list[list]:
                 d = t.detach().double()
                 out.append([list(t.shape), float(d.sum()), float(d.abs().sum())])
     return out[:512]
-
-
-def _dtype_name(precision: str) -> str:
-    from kernelsearch.problems.loader import PRECISIONS
-
-    return PRECISIONS[precision]
 
 
 def timing_inputs(problem, job: dict, tcfg) -> tuple[list, object]:
