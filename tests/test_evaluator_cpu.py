@@ -161,3 +161,14 @@ def test_problem_whose_get_inputs_raises_is_blamed(where, tmp_path, cpu_config, 
         path.write_text(JUDGE_ONLY_RAISES)
     result = evaluate(load_problem(path), Candidate.from_file(DATA / "candidates" / "py_correct.py"), cpu_config, archive)
     assert (result.status, result.reason) == (Status.CRASHED, "the problem's get_inputs() raised ValueError: no inputs today")
+
+
+def test_candidate_raising_the_problems_error_is_its_own_runtime_error(cpu_config, archive):
+    """Only the harness's own call of get_inputs() blames the problem: a forward that raises the
+    same exception class itself gets a runtime_error."""
+    cand = Candidate.from_source(
+        "import torch.nn as nn\nfrom kernelsearch.evaluator.worker.common import ProblemInputsError\n"
+        "class ModelNew(nn.Module):\n    def forward(self, a, b):\n"
+        "        raise ProblemInputsError(\"the problem's get_inputs() raised ValueError: not me\")\n")
+    result = evaluate(load_problem(PROBLEM), cand, cpu_config.with_(static_screen=False), archive)
+    assert result.status is Status.RUNTIME_ERROR, result.reason

@@ -58,9 +58,9 @@ def main(argv: list[str]) -> int:
             module, function = entry.split(":", 1)
             getattr(importlib.import_module(module), function)(job, ch)
     except BaseException as e:  # noqa: BLE001
-        from kernelsearch.evaluator.worker.common import ProblemInputsError
+        from kernelsearch.evaluator.worker.common import from_problem
 
-        if isinstance(e, ProblemInputsError):  # the problem's input functions raised (the judge's role)
+        if from_problem(e):  # the problem's input functions raised (the judge's role)
             ch.send(Kind.ERROR, phase="harness", kind="problem_error", message=str(e))
         else:
             ch.send(Kind.ERROR, phase="harness", kind="harness_error", message=f"{type(e).__name__}: {e}"[:4000],

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from kernelsearch.evaluator.worker.common import (
     Channel,
-    ProblemInputsError,
     device_name,
+    from_problem,
     load_module_plain,
     make_inputs,
     make_model,
@@ -176,10 +176,10 @@ def run_candidate(job: dict, ch: Channel) -> None:
     except GuardViolation as e:
         ch.send(Kind.ERROR, phase=phase, kind="rejected", message=str(e)[:4000])
         return
-    except ProblemInputsError as e:
-        ch.send(Kind.ERROR, phase=phase, kind="problem_error", message=str(e))
-        return
     except BaseException as e:  # noqa: BLE001
+        if from_problem(e):  # the problem's input functions raised: not the candidate's fault
+            ch.send(Kind.ERROR, phase=phase, kind="problem_error", message=str(e))
+            return
         kind = "compile_error" if _is_compile_exception(e) else "runtime_error"
         ch.send(Kind.ERROR, phase=phase, kind=kind, message=f"{type(e).__name__}: {e}"[:4000],
                 traceback=tail(traceback.format_exc()))

@@ -39,6 +39,15 @@ def problem_call(module, name: str) -> list:
         raise ProblemInputsError(f"the problem's {name}() raised {type(e).__name__}: {e}"[:4000]) from e
 
 
+def from_problem(e: BaseException) -> bool:
+    """Whether ``e`` is a ProblemInputsError raised by ``problem_call`` itself: the class is
+    importable, so a candidate's forward could raise one to have its failure blamed on the problem."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return isinstance(e, ProblemInputsError) and tb is not None and tb.tb_frame.f_code is problem_call.__code__
+
+
 def make_inputs(module, seed: int, device: str, distribution: str = "normal", precision: str | None = None) -> list:
     """Same seed, same device, same inputs: in the candidate's process and in the judge's. Drawn
     on the device (both sides draw the same ones), then floating tensors cast to ``precision``."""
