@@ -22,7 +22,7 @@ from kernelsearch.evaluator.verdict.roofline import floor, impossible
 from kernelsearch.evaluator.worker.fingerprint import fingerprint
 from kernelsearch.evaluator.worker.guards import CallGuard, GuardViolation
 from kernelsearch.evaluator.worker.integrity import Integrity
-from kernelsearch.evaluator.worker.launches import ComputeObserver, ExtensionCalls
+from kernelsearch.evaluator.worker.launches import ComputeObserver, ExtensionCalls, GraphReplays
 from kernelsearch.problems.loader import load_problem
 
 HEAD = "import torch\nimport torch.nn as nn\n"
@@ -47,6 +47,9 @@ def _model(body: str, pre: str = "") -> str:
     (_model("        if tuple(x.shape) in ((16, 4096),):\n            return x\n        return x"), "shape dispatch"),
     (_model("        return open('/etc/passwd').read()"), "accesses files"),
     (_model("        torch.save(x, 'x.pt')\n        return x"), "accesses files"),
+    # a directory made, but not the one handed to the build: file access
+    (_model("        return x", "import os\nfrom torch.utils.cpp_extension import load_inline\nos.makedirs('other')\n"
+            "ext = load_inline(name='e', cpp_sources='', build_directory='exts')\n"), "calls os.makedirs()"),
     (_model("        import os\n        os.system('ls')\n        return x"), "runs other programs"),
     (_model("        return x", "import socket\n"), "network"),
     (_model("        return x", "import ctypes\n"), "ctypes"),
@@ -75,6 +78,10 @@ def test_screen_rejects(src, reason):
     _model("        self.cache = x\n        out = x.clone()\n        out.foo = 1\n        return out"),
     _model("        try:\n            return ext.f(x)\n        except RuntimeError as e:\n            raise ValueError('bad') from e"),
     _model("        import os\n        return x if os.environ.get('X') else x"),
+    # a directory made for load_inline's build_directory (as published kernels do); the sandbox
+    # decides where it may be written
+    _model("        return x", "import os\nfrom torch.utils.cpp_extension import load_inline\nd = 'exts'\n"
+           "os.makedirs(d, exist_ok=True)\next = load_inline(name='e', cpp_sources='', build_directory=d)\n"),
 ])
 def test_screen_accepts(src):
     assert screen(src).reject == ""
@@ -218,6 +225,40 @@ def test_guard_requires_the_extension_to_run():
     guard.before()
     assert module.sqrt(4.0) == 2.0
     guard.after(torch.zeros(3), "trial 2")
+
+
+class _Graph:
+    """Stands in for torch.cuda.CUDAGraph (the CPU build cannot capture): the methods the
+    counter hooks, with a replay that runs what was "captured"."""
+
+    def capture_begin(self):
+        self.work = []
+
+    def capture_end(self):
+        pass
+
+    def replay(self):
+        for fn in self.work:
+            fn()
+
+
+def test_graph_replay_counts_the_launches_it_captured():
+    ext = ExtensionCalls()
+    hooked = GraphReplays(ext, graph_class=_Graph).install()
+    assert {name for _, name in hooked} == {"capture_begin", "capture_end", "replay"}
+    kernel = ext._counting(lambda: None)
+    own, foreign = _Graph(), _Graph()
+    own.capture_begin()
+    kernel()  # the candidate's own function, called while capturing
+    kernel()
+    own.capture_end()
+    foreign.capture_begin()  # a graph of other work: no call of the candidate's functions
+    foreign.capture_end()
+    before = ext.count
+    own.replay()
+    assert ext.count == before + 2
+    foreign.replay()
+    assert ext.count == before + 2
 
 
 def test_compute_observer_sees_compute_not_plumbing():

@@ -96,6 +96,7 @@ _FILE_CALLS = {
     "numpy.load", "numpy.fromfile", "numpy.memmap", "numpy.savetxt", "numpy.loadtxt",
     "numpy.genfromtxt",
 }
+_BUILD_DIR_CALLS = {"os.makedirs", "os.mkdir"}  # allowed for a load_inline build_directory
 _FILE_METHODS = {"tofile", "from_file", "read_text", "write_text", "read_bytes", "write_bytes"}
 _PROCESS_CALLS = {
     "os.system", "os.popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.posix_spawnp", "os.kill",
@@ -277,6 +278,7 @@ def _docstrings(tree: ast.Module) -> set[int]:
 def _reach_rules(tree: ast.Module, names: _Names) -> str:
     """Imports, calls and names that reach outside the candidate's own computation."""
     prose = _docstrings(tree)
+    build_dirs = _build_directories(tree)
     for node in ast.walk(tree):
         mods: list[str] = []
         if isinstance(node, ast.Import):
@@ -312,7 +314,7 @@ def _reach_rules(tree: ast.Module, names: _Names) -> str:
                     return f"uses {full}: {FORBIDDEN_NAMES[key]}"
             if isinstance(node.func, ast.Name) and node.func.id in _CODE_CALLS and node.func.id not in names.alias:
                 return f"calls {node.func.id}(): {_CODE_CALLS[node.func.id]}"
-            if full in _FILE_CALLS:
+            if full in _FILE_CALLS and not (full in _BUILD_DIR_CALLS and _makes_build_dir(node, build_dirs)):
                 return f"calls {full}(): accesses files"
             if isinstance(node.func, ast.Attribute) and node.func.attr in _FILE_METHODS:
                 return f"calls .{node.func.attr}(): accesses files"
@@ -323,6 +325,21 @@ def _reach_rules(tree: ast.Module, names: _Names) -> str:
             if text.startswith("/proc") or "/proc/" in text or text.startswith("/dev/mem"):
                 return f"refers to {text[:40]!r}: reads process memory or state from /proc"
     return ""
+
+
+def _build_directories(tree: ast.Module) -> set[str]:
+    """The ``build_directory=`` arguments of the source's extension builds (``load_inline``,
+    ``load``), as AST dumps: a directory made for one of them is part of the build."""
+    return {ast.dump(kw.value) for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and _dotted(node.func).split(".")[-1] in ("load_inline", "load")
+            for kw in node.keywords if kw.arg == "build_directory"}
+
+
+def _makes_build_dir(call: ast.Call, build_dirs: set[str]) -> bool:
+    """``os.makedirs(d, ...)``/``os.mkdir(d)`` for a ``d`` passed as a build directory. Where it
+    may be written is the sandbox's business: the worker's own directory (its working and
+    temporary directory, TORCH_EXTENSIONS_DIR) and nothing else."""
+    return bool(call.args) and ast.dump(call.args[0]) in build_dirs
 
 
 def _patch_rules(tree: ast.Module, names: _Names) -> str:

@@ -7,7 +7,7 @@ and timed calls alike, outside the timed region) the worker checks that:
 - no thread started by the call is still running after it returned (thread pools may appear
   on the first call only);
 - a ``cpp``/``cuda``/``triton``/``cute``/``tilelang`` candidate called into its own compiled code on
-  that call;
+  that call, or (CUDA) replayed a CUDA graph that captured such calls;
 - the timers, torch functions and harness functions are the objects they were before the
   candidate was imported;
 - the output does not change after forward returned: fingerprinted at once, again after a
@@ -32,6 +32,7 @@ from kernelsearch.evaluator.worker.launches import (
     CuteLaunches,
     DslLaunches,
     ExtensionCalls,
+    GraphReplays,
     TileLangLaunches,
     TritonLaunches,
 )
@@ -116,6 +117,8 @@ class CallGuard:
         from kernelsearch.evaluator.timing.streamshim import loaded
 
         hooked = self.launches.install() if self.launches is not None else []
+        if self.launches is not None and self.device == "cuda":
+            hooked += GraphReplays(self.launches).install()
         shim, _ = loaded()  # the timed loop's hold and join go through the shim's bound functions
         shim_functions = [(shim, name) for name in shim.functions()] if shim is not None else []
         self.integrity = Integrity(extra=hooked + shim_functions)
@@ -167,8 +170,9 @@ class CallGuard:
                                  "loaded one; forward runs no kernel of its own")
         if ext.functions and ext.count == self._count0:
             names = ", ".join(sorted(set(ext.functions))[:4])
-            raise GuardViolation(f"{label}: forward never called its compiled kernel ({names}); the work was done "
-                                 "some other way")
+            graph = " nor replayed a CUDA graph that captured it" if self.device == "cuda" else ""
+            raise GuardViolation(f"{label}: forward never called its compiled kernel ({names}){graph}; the work was "
+                                 "done some other way")
 
     # time_calls hooks: the same checks on every timed call
     def before_timed(self) -> None:

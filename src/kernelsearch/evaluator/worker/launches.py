@@ -10,12 +10,17 @@ Python call per launch and works the same on the CPU and the GPU. PyTorch comput
 a TorchFunctionMode during the correctness trials (not the timed ones, where it would cost
 time). On CUDA one extra forward runs under torch.profiler to see whether any kernel the
 candidate defines was launched and how long the GPU was busy.
+
+A CUDA graph replays the kernels it captured without any of those calls, so the graphs
+captured while the candidate launched its own kernels are remembered, and each replay of one
+counts as those launches again (``GraphReplays``).
 """
 
 from __future__ import annotations
 
 import functools
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable
 
@@ -108,6 +113,52 @@ class ExtensionCalls:
             return fn(*args, **kwargs)
 
         return call
+
+
+class GraphReplays:
+    """Counts a replay of a CUDA graph as the launches of the candidate's kernels it captured.
+
+    ``CUDAGraph.capture_begin``/``capture_end`` (which ``torch.cuda.graph`` and
+    ``make_graphed_callables`` call) note how far ``counter`` moved during the capture; ``replay``
+    of such a graph moves it as far again. A graph that captured only PyTorch's kernels adds
+    nothing, and what ran inside a replay is still seen by the profiled call."""
+
+    def __init__(self, counter: ExtensionCalls | TritonLaunches | DslLaunches, graph_class: type | None = None):
+        self.counter = counter
+        self.graph_class = graph_class
+        self._start: dict[int, int] = {}  # id(graph) -> counter when its capture began
+        self._captured: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # graph -> launches
+
+    def install(self) -> list[tuple[object, str]]:
+        cls = self.graph_class
+        if cls is None:
+            try:
+                cls = torch.cuda.CUDAGraph
+            except AttributeError:  # a torch without graphs: nothing can be replayed
+                return []
+        begin, end, replay = cls.capture_begin, cls.capture_end, cls.replay
+
+        @functools.wraps(begin)
+        def capture_begin(graph, *args, **kwargs):
+            self._start[id(graph)] = self.counter.count
+            return begin(graph, *args, **kwargs)
+
+        @functools.wraps(end)
+        def capture_end(graph, *args, **kwargs):
+            out = end(graph, *args, **kwargs)
+            start = self._start.pop(id(graph), None)
+            if start is not None and self.counter.count > start:
+                self._captured[graph] = self.counter.count - start
+            return out
+
+        @functools.wraps(replay)
+        def counted_replay(graph, *args, **kwargs):
+            out = replay(graph, *args, **kwargs)
+            self.counter.count += self._captured.get(graph, 0)
+            return out
+
+        cls.capture_begin, cls.capture_end, cls.replay = capture_begin, capture_end, counted_replay
+        return [(cls, "capture_begin"), (cls, "capture_end"), (cls, "replay")]
 
 
 class TritonLaunches:
