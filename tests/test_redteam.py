@@ -11,6 +11,7 @@ Each corpus file says what it expects in a header after its docstring:
     # flags: none          (optional: the result must carry no flags)
     # flags: torch_fallback | note: SUBSTRING   (optional: the result must carry these flags, and
                            one of its notes, `errors`, the substring: which layer marked it)
+    # failures: rejected, incorrect   (optional: the statuses of every failed check, in order)
 
 An exploit is caught by a status other than correct, or by the torch_fallback mark: under the
 default policy it is correct with that flag, and a search never ranks it (docs/search.md).
@@ -38,7 +39,7 @@ from kernelsearch.records.candidate import Candidate
 from kernelsearch.records.result import Status
 
 CORPUS = Path(__file__).parent / "redteam"
-_HEADER = re.compile(r"^# (class|expect|problem|device|config|flags): (.+)$", re.M)
+_HEADER = re.compile(r"^# (class|expect|problem|device|config|flags|failures): (.+)$", re.M)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Case:
     config: dict
     flags: str  # "none", or flags the result must carry (comma-separated), or ""
     note: str = ""  # substring of one of the result's notes (EvalResult.errors)
+    failures: str = ""  # the statuses of EvalResult.failures, comma-separated, in order
 
     @property
     def id(self) -> str:
@@ -68,7 +70,7 @@ def _parse(path: Path, kind: str) -> Case:
         config[key.strip()] = value.strip()
     flags, _, note = head.get("flags", "").partition("| note:")
     return Case(path, kind, head["class"].strip(), status.strip(), reason.strip(), head["problem"].strip(),
-                head["device"].strip(), config, flags.strip(), note.strip())
+                head["device"].strip(), config, flags.strip(), note.strip(), head.get("failures", "").strip())
 
 
 def load_corpus() -> list[Case]:
@@ -151,6 +153,8 @@ def test_redteam(case: Case, redteam_archive, monkeypatch):
         assert {f.strip() for f in case.flags.split(",")} <= set(r.flags), detail
     if case.note:
         assert case.note.lower() in " ".join(r.errors).lower(), (*detail, r.errors)
+    if case.failures:
+        assert [f["status"] for f in r.failures] == [s.strip() for s in case.failures.split(",")], (*detail, r.failures)
     if case.kind == "honest":
         assert r.status is Status.CORRECT and r.speedup_vs_eager is not None, detail
     elif r.status is Status.CORRECT:  # caught by the mark: a search never ranks it

@@ -96,6 +96,23 @@ def test_timing_and_profile_verdicts():
     assert decide.profile_mismatch({"busy_ms": 1.5}, t) is None and decide.profile_mismatch(None, t) is None
 
 
+def test_every_failure_is_listed_and_a_rejection_decides():
+    wrong = Verdict(Status.INCORRECT, "trial0: 4 of 4 outside atol")
+    too_fast = Verdict(Status.REJECTED, "impossible timing: a timed call took 0.001 ms")
+    crash = Verdict(Status.CRASHED, "the judge did not check every output")
+    r = decide.conclude(_result(), [None, wrong, crash, too_fast])
+    assert (r.status, r.reason) == (Status.REJECTED, "impossible timing: a timed call took 0.001 ms")
+    assert [f["status"] for f in r.failures] == ["rejected", "incorrect", "crashed"]
+    assert r.failures[1]["reason"] == "trial0: 4 of 4 outside atol"
+    assert EvalResult.from_dict(r.to_dict()).failures == r.failures  # kept in the archive's record
+    r = decide.conclude(_result(), [crash, wrong])
+    assert r.status is Status.INCORRECT and [f["status"] for f in r.failures] == ["incorrect", "crashed"]
+    # one failure that stopped the run is the only one; a correct kernel has none
+    assert decide.apply(_result(), crash).failures == [{"status": "crashed", "reason": crash.reason}]
+    r = decide.conclude(_result(), [Verdict(Status.CORRECT, "7 checks passed")])
+    assert (r.status, r.reason, r.failures) == (Status.CORRECT, "7 checks passed", [])
+
+
 def test_not_confirmed():
     r = _result()
     assert decide.not_confirmed(r).startswith("correct: ")  # correct, but no timings

@@ -365,6 +365,9 @@ class _Report:
     check_order: dict | None
     mutated: list[dict]
     expected: int  # outputs the judge must check
+    # checks the run failed that do not stop the judge (an impossible time, PyTorch compute under
+    # the reject policy): the judge still checks the values, so the result lists every failure
+    failed: list[Verdict]
 
 
 def _run(prep: Prepared, store: BaselineStore | None) -> EvalResult:
@@ -378,10 +381,9 @@ def _run(prep: Prepared, store: BaselineStore | None) -> EvalResult:
     cached = store.get_baseline(key) if store is not None else None
     judge = _judge(prep, report, cached)
     if isinstance(judge, Verdict):
-        return decide.apply(prep.res, judge)
+        return decide.conclude(prep.res, [*report.failed, judge])
     prep.measured = _take_judgement(prep.res, judge, report, cached, key)
-    verdict = _judged(prep, judge, report)
-    return decide.apply(prep.res, verdict)
+    return decide.conclude(prep.res, [*report.failed, *_judged(prep, judge, report)])
 
 
 def _run_candidate(prep: Prepared) -> WorkerOutcome:
@@ -420,9 +422,7 @@ def _candidate_report(prep: Prepared, cand: WorkerOutcome) -> Verdict | _Report:
     if order and (order.get("shim") or order.get("unheld_streams")):
         res.errors.append(f"stream-order check: not every stream the candidate made was held back (shim: "
                           f"{str(order.get('shim') or 'loaded')[:200]}; unheld: {order.get('unheld_streams')})")
-    verdict = decide.fallback_verdict(cand, res, config.torch_fallback)
-    if verdict is not None:
-        return verdict
+    failed = [decide.fallback_verdict(cand, res, config.torch_fallback)]
     timing = cand.first(Kind.TIMING) or {}
     samples = timing.get("samples_ms") or []
     spots = timing.get("spots") or []
@@ -433,12 +433,10 @@ def _candidate_report(prep: Prepared, cand: WorkerOutcome) -> Verdict | _Report:
     verdict = decide.no_timings(samples)
     if verdict is not None:
         return verdict
-    verdict = decide.too_fast(samples, prep.problem, config.device, host_device_name(config.device))
-    if verdict is not None:
-        res.candidate_timing = TimingStats.from_samples(samples, late)
-        return verdict
+    failed.append(decide.too_fast(samples, prep.problem, config.device, host_device_name(config.device)))
     return _Report(cand, samples, late, spots, check_order, [m for m in cand.events(Kind.TRIAL) if m.get("mutated_inputs")],
-                   expected=len(trial_seeds) + 1 + len(spots) + (check_order is not None))
+                   expected=len(trial_seeds) + 1 + len(spots) + (check_order is not None),
+                   failed=[v for v in failed if v is not None])
 
 
 def _judge(prep: Prepared, report: _Report, cached: tuple | None) -> Verdict | WorkerOutcome:
@@ -488,18 +486,19 @@ def _take_judgement(res: EvalResult, judge: WorkerOutcome, report: _Report, cach
     return measured
 
 
-def _judged(prep: Prepared, judge: WorkerOutcome, report: _Report) -> Verdict:
-    """The verdict from the judge's checks and the profiler's cross-check; for a correct
-    kernel, first where it stands and where its time goes."""
+def _judged(prep: Prepared, judge: WorkerOutcome, report: _Report) -> list[Verdict]:
+    """The judge's checks and the profiler's cross-check, each failure; for a kernel that failed
+    none (the run's own failures included), where it stands and where its time goes."""
     res, cand_out = prep.res, report.outcome
-    verdict = (decide.checks_verdict(res.checks, report.expected, report.mutated,
-                                     (cand_out.first(Kind.PARAMS) or {}).get("digest"),
-                                     (judge.first(Kind.PARAMS) or {}).get("digest"))
-               or decide.profile_mismatch(cand_out.first(Kind.PROFILE), res.candidate_timing))
-    if verdict is not None:
-        return verdict
+    failed = [v for v in (decide.checks_verdict(res.checks, report.expected, report.mutated,
+                                                (cand_out.first(Kind.PARAMS) or {}).get("digest"),
+                                                (judge.first(Kind.PARAMS) or {}).get("digest")),
+                          decide.profile_mismatch(cand_out.first(Kind.PROFILE), res.candidate_timing))
+              if v is not None]
+    if failed or report.failed:
+        return failed
     _performance(res, prep.problem, prep.candidate, prep.config, cand_out, prep.kernels)
-    return decide.correct(res)
+    return [decide.correct(res)]
 
 
 def _performance(res: EvalResult, problem: Problem, candidate: Candidate, config: EvalConfig,

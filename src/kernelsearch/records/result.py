@@ -138,6 +138,12 @@ class EvalResult:
     # where the evaluation's wall time went, by the parent's clock: "prepare", then
     # "candidate <phase>" and "judge <phase>" for each phase its workers announced
     phase_s: dict[str, float] = field(default_factory=dict)
+    # every check the candidate failed, each {"status", "reason"}, in the order the verdict weighs
+    # them: the first decided ``status`` (a rejection before wrong values before a crash; see
+    # docs/judging.md). A check that stops the run (the screen, a guard in the worker) is
+    # the only one; after a run to its end, all of them: a kernel rejected for an impossible
+    # time whose values were wrong too lists both
+    failures: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def candidate_ms(self) -> float | None:
@@ -198,6 +204,7 @@ class EvalResult:
                 "compile": self.compile_timing.to_dict() if self.compile_timing else None,
             },
             "compile_baseline_error": self.compile_error,
+            "failures": [dict(f) for f in self.failures],
             "checks": [asdict(c) for c in self.checks],
             "errors": list(self.errors),
             "build_log": self.build_log,
@@ -241,6 +248,7 @@ class EvalResult:
             gpu=d.get("gpu"),
             duplicate_of=d.get("duplicate_of", "") or "",
             phase_s=dict(d.get("phase_s") or {}),
+            failures=[dict(f) for f in d.get("failures") or []],
         )
 
 

@@ -63,10 +63,28 @@ def set_verdict(res: EvalResult, status: Status, reason: str, limit: int = REASO
 
 
 def apply(res: EvalResult, verdict: Verdict) -> EvalResult:
-    """``set_verdict`` for a ``Verdict``; a candidate's failure also leaves its log in ``build_log``."""
-    if verdict.log:
-        res.build_log = verdict.log
-    return set_verdict(res, verdict.status, verdict.reason, verdict.limit)
+    """``set_verdict`` for a ``Verdict``; a candidate's failure also leaves its log in ``build_log``
+    and is the result's one failure."""
+    return conclude(res, [verdict])
+
+
+# which failure decides the status when several checks failed: a rejection names a hack, which
+# says more than the wrong values or the crash that came with it
+_PRECEDENCE = {Status.REJECTED: 0, Status.INCORRECT: 1}
+
+
+def conclude(res: EvalResult, verdicts: list[Verdict | None]) -> EvalResult:
+    """Every failed check into ``res.failures`` (the deciding one first), the deciding one into
+    its status and reason; no failure leaves ``res`` as it is."""
+    failed = sorted((v for v in verdicts if v is not None and v.status is not Status.CORRECT),
+                    key=lambda v: _PRECEDENCE.get(v.status, 2))  # stable: in order of the run among equals
+    res.failures = [{"status": v.status.value, "reason": v.reason.strip()[:v.limit]} for v in failed]
+    decisive = failed[0] if failed else next((v for v in verdicts if v is not None), None)
+    if decisive is None:
+        return res
+    if decisive.log:
+        res.build_log = decisive.log
+    return set_verdict(res, decisive.status, decisive.reason, decisive.limit)
 
 
 # -- before any worker runs ---------------------------------------------------------------
