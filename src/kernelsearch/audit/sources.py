@@ -1,7 +1,7 @@
 """Read a release into entries: a directory of KernelBench-style pairs, or JSON / JSONL rows
 mapped by ``--fields``.
 
-Rows are materialised as files (``STATE/problems/NAME.py``, ``STATE/solutions/NAME.py``)
+Selected rows are materialised as files (``STATE/problems/NAME.py``, ``STATE/solutions/NAME.py``)
 because the evaluator loads problems and candidates from files. A row that cannot be read
 becomes an entry with an error (class ``bad_row`` or ``no_kernel``) instead of stopping the
 run: a release of thousands of rows has a few broken ones, and the audit says which.
@@ -39,6 +39,8 @@ class Entry:
     claimed_compile: float | None = None
     error: str = ""
     error_class: str = ""
+    # a row's sources, written to files by ``materialise`` once the entries are selected
+    texts: tuple[str, str] | None = None
 
 
 def parse_fields(spec: str | None) -> dict[str, list[str]]:
@@ -64,13 +66,13 @@ def safe_name(text: str) -> str:
     return name[:120] or "_"
 
 
-def read_source(source: Path, fields: str | None, state: Path) -> list[Entry]:
-    """The entries of ``source`` in its own order (rows are written under ``state``)."""
+def read_source(source: Path, fields: str | None) -> list[Entry]:
+    """The entries of ``source`` in its own order (rows' sources held until ``materialise``)."""
     if source.is_dir():
         return read_directory(source)
     if not source.is_file():
         raise SourceError(f"{source}: not a directory of problems/ and solutions/, nor a JSON or JSONL file")
-    return read_rows(_rows(source), parse_fields(fields), state)
+    return read_rows(_rows(source), parse_fields(fields))
 
 
 def read_directory(root: Path) -> list[Entry]:
@@ -134,8 +136,8 @@ def _rows(path: Path) -> list[Any]:
     raise SourceError(f"{path}: expected JSON rows (an array, an object holding a list, or JSONL)")
 
 
-def read_rows(rows: list[Any], fields: dict[str, list[str]], state: Path) -> list[Entry]:
-    """Entries from rows, each written to ``state/problems`` and ``state/solutions``."""
+def read_rows(rows: list[Any], fields: dict[str, list[str]]) -> list[Entry]:
+    """Entries from rows, in order; a name taken by an earlier row makes a ``bad_row``."""
     out: list[Entry] = []
     seen: set[str] = set()
     for i, row in enumerate(rows, 1):
@@ -145,10 +147,18 @@ def read_rows(rows: list[Any], fields: dict[str, list[str]], state: Path) -> lis
                 f"{e.name}__row{i}"
         seen.add(e.name)
         if not e.error:
-            e.problem = _write(state / "problems" / f"{e.name}.py", row_text(row, fields["ref"][0]))
-            e.kernel = _write(state / "solutions" / f"{e.name}.py", row_text(row, fields["kernel"][0]))
+            e.texts = (row_text(row, fields["ref"][0]), row_text(row, fields["kernel"][0]))
         out.append(e)
     return out
+
+
+def materialise(entries: list[Entry], state: Path) -> list[Entry]:
+    """Write the selected rows' sources to ``state/problems`` and ``state/solutions``."""
+    for e in entries:
+        if e.texts is not None and not e.error:
+            e.problem = _write(state / "problems" / f"{e.name}.py", e.texts[0])
+            e.kernel = _write(state / "solutions" / f"{e.name}.py", e.texts[1])
+    return entries
 
 
 def _entry(i: int, row: Any, fields: dict[str, list[str]]) -> Entry:

@@ -47,7 +47,7 @@ def add_audit_command(sub: Any) -> None:
 def cmd_audit(args: argparse.Namespace) -> int:
     from kernelsearch.audit.render import print_audit, to_json, write_html
     from kernelsearch.audit.run import AuditState, Options, default_state, run_audit, summarise
-    from kernelsearch.audit.sources import SourceError, read_source, select
+    from kernelsearch.audit.sources import SourceError, materialise, read_source, select
     from kernelsearch.cli.common import UsageError
     from kernelsearch.cli.executor_opts import executor_options
     from kernelsearch.cli.main import _archive, _config
@@ -67,13 +67,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from e
     state_dir = args.state or default_state(args.source, args.output)
     try:
-        entries = read_source(args.source, args.fields, state_dir)
+        entries = read_source(args.source, args.fields)
     except SourceError as e:
         raise UsageError(str(e)) from e
     only = [s.strip() for s in (args.only or "").split(",") if s.strip()]
     if only and (unknown := sorted(set(only) - {e.name for e in entries})):
         raise UsageError(f"--only: no kernel named {', '.join(unknown[:5])} in {args.source}")
-    entries = select(entries, only, args.sample, sample_seed, args.limit)
+    entries = materialise(select(entries, only, args.sample, sample_seed, args.limit), state_dir)
     state = AuditState(state_dir)
     opts = Options(jobs=args.jobs, executor=args.executor, executor_options=ex_opts, confirm=args.confirm,
                    chunk=args.chunk, lint=not args.no_lint)
