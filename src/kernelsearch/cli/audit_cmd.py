@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 
-def add_audit_command(sub: Any) -> None:
+def add_audit_command(sub: Any, add_eval_options: Callable[[argparse.ArgumentParser], None],
+                      make_config: Callable[[argparse.Namespace], Any], open_archive: Callable[[argparse.Namespace], Any]
+                      ) -> None:
+    """The ``audit`` subcommand; ``main`` hands in bench's evaluation options, the config built
+    from them and the archive opener (this module does not import ``main``: no cycle)."""
     from kernelsearch.cli.executor_opts import add_executor_options
-    from kernelsearch.cli.main import _add_eval_options
 
     p = sub.add_parser(
         "audit", conflict_handler="resolve",
@@ -36,12 +40,12 @@ def add_audit_command(sub: Any) -> None:
     p.add_argument("-j", "--jobs", "--build-jobs", dest="jobs", type=int, default=None,
                    help="parallel builds (default: the cores no evaluation lane reserves)")
     add_executor_options(p)
-    _add_eval_options(p)
+    add_eval_options(p)
     # after the evaluation options: --seed is the sample's here, the evaluation's is --eval-seed
     p.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0): the same seed, the same sample")
     p.add_argument("--eval-seed", type=int, default=None,
                    help="fix the evaluation's seeds for an exact re-run (default: secret)")
-    p.set_defaults(func=cmd_audit)
+    p.set_defaults(func=cmd_audit, make_config=make_config, open_archive=open_archive)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -50,7 +54,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from kernelsearch.audit.sources import SourceError, materialise, read_source, select
     from kernelsearch.cli.common import UsageError
     from kernelsearch.cli.executor_opts import executor_options
-    from kernelsearch.cli.main import _archive, _config
 
     for opt in ("limit", "sample", "chunk"):
         v = getattr(args, opt)
@@ -60,7 +63,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise UsageError("--confirm must be at least 0")
     sample_seed = args.seed
     args.seed = args.eval_seed
-    config = _config(args)
+    config = args.make_config(args)
     try:
         ex_opts = executor_options(args)
     except ValueError as e:
@@ -77,7 +80,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     state = AuditState(state_dir)
     opts = Options(jobs=args.jobs, executor=args.executor, executor_options=ex_opts, confirm=args.confirm,
                    chunk=args.chunk, lint=not args.no_lint)
-    with _archive(args) as archive:
+    with args.open_archive(args) as archive:
         rows = run_audit(entries, config, archive, state, opts)
     summary = summarise(rows, config.device)
     summary["state"] = str(state_dir)

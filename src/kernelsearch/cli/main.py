@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_command(sub)
     from kernelsearch.cli.audit_cmd import add_audit_command  # judge a published set of kernels
 
-    add_audit_command(sub)
+    add_audit_command(sub, _add_eval_options, _config, _archive)
     return parser
 
 
