@@ -227,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     from kernelsearch.cli.report_cmd import add_report_command  # HTML report
 
     add_report_command(sub)
+    from kernelsearch.cli.audit_cmd import add_audit_command  # judge a published set of kernels
+
+    add_audit_command(sub, _add_eval_options, _config, _archive)
     return parser
 
 
