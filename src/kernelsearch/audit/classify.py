@@ -4,9 +4,8 @@ the reason and the flags the evaluator gave it.
 The evaluator decides a status with a free-text reason (evaluator/verdict/decide.py and the
 phrases of the screen, the guards and the judge it quotes). An audit of thousands of kernels
 needs counts by *kind of failure*, so each reason is mapped to one class here, by the first rule
-that matches, in the order of ``RULES``. The evaluator stops at the first failure it sees
-(screen, then build, then the guards around each call, then the judge), so the class is that of
-the failure that decided the status; a kernel may have other faults behind it.
+that matches, in the order of ``RULES``. The class of a result is that of the failure that
+decided its status; ``EvalResult.failures`` lists every failure, each classed the same way.
 
 ``CLASSES`` is the table (class, what it means, how it is recognised) that docs/audit.md shows;
 tests/test_audit.py checks every rule against reasons real evaluations produced.

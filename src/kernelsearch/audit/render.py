@@ -48,6 +48,13 @@ def lint_codes(row: dict) -> str:
     return ", ".join(line.split(":", 1)[0] for line in row.get("lint") or []) or "-"
 
 
+def class_cell(row: dict) -> str:
+    """The deciding class, and those of the row's other failures after a "+"."""
+    also = [f.get("class", "") for f in (row.get("failures") or [])[1:]]
+    also = [c for c in dict.fromkeys(also) if c and c != row["class"]]
+    return row["class"] + "".join(f" +{c}" for c in also)
+
+
 def print_audit(summary: dict, rows: Sequence[dict], title: str) -> None:
     """Per kernel: verdict, class, claimed against measured speedups, flags, lint, reason; then
     fast_p claimed against verified, and the counts by class."""
@@ -56,7 +63,7 @@ def print_audit(summary: dict, rows: Sequence[dict], title: str) -> None:
         t.add_column(col, overflow="fold")
     for r in rows:
         style = _STYLE.get(r["status"], "yellow")
-        t.add_row(rich_escape(r["name"]), f"[{style}]{r['status']}[/]", r["class"], _x(r.get("claimed_speedup")),
+        t.add_row(rich_escape(r["name"]), f"[{style}]{r['status']}[/]", class_cell(r), _x(r.get("claimed_speedup")),
                   _x(r.get("speedup_vs_eager")), _x(r.get("speedup_vs_compile")), ", ".join(r.get("flags") or []) or "-",
                   lint_codes(r), rich_escape((r.get("reason") or "")[:90]))
     console.print(t)
@@ -108,7 +115,7 @@ def render_html(summary: dict, rows: Sequence[dict], title: str) -> str:
         search = escape(" ".join(str(r.get(k) or "") for k in ("name", "status", "class", "reason")).lower())
         body_rows.append(
             f'<tr data-search="{search}"><td>{escape(r["name"])}</td><td class="st st-{st}">{st}</td>'
-            f"<td><code>{escape(r['class'])}</code></td><td>{_cell(r.get('claimed_speedup'))}</td>"
+            f"<td><code>{escape(class_cell(r))}</code></td><td>{_cell(r.get('claimed_speedup'))}</td>"
             f"<td>{_cell(r.get('speedup_vs_eager'))}</td><td>{_cell(r.get('speedup_vs_compile'))}</td>"
             f"<td>{escape(', '.join(r.get('flags') or []) or '-')}</td><td><small>{lint}</small></td>"
             f"<td>{escape(r.get('reason') or '')}</td></tr>")

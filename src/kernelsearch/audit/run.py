@@ -114,6 +114,8 @@ def judged_row(e: Entry, key: str, res: EvalResult, conf: Confirmation | None, l
         "measured_ms": ms, "eager_ms": eager_ms, "compile_ms": res.compile_ms,
         "confirmed_processes": conf.processes if conf is not None else 0,
         "notes": [x for x in res.errors if "PyTorch" in x or "library" in x][:3],
+        # every check it failed (EvalResult.failures, the deciding one first), each with its class
+        "failures": [{**f, "class": classify_reason(f["status"], f["reason"])} for f in res.failures],
     }
 
 
