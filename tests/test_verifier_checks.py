@@ -47,6 +47,8 @@ def _model(body: str, pre: str = "") -> str:
     (_model("        if tuple(x.shape) in ((16, 4096),):\n            return x\n        return x"), "shape dispatch"),
     (_model("        return open('/etc/passwd').read()"), "accesses files"),
     (_model("        torch.save(x, 'x.pt')\n        return x"), "accesses files"),
+    (_model("        return x", "import tempfile\nf = tempfile.NamedTemporaryFile()\n"), "accesses files (tempfile)"),
+    (_model("        return x", "from tempfile import mkstemp as m\nfd = m()\n"), "accesses files (tempfile)"),
     # a directory made, but not the one handed to the build: file access
     (_model("        return x", "import os\nfrom torch.utils.cpp_extension import load_inline\nos.makedirs('other')\n"
             "ext = load_inline(name='e', cpp_sources='', build_directory='exts')\n"), "calls os.makedirs()"),
@@ -82,6 +84,9 @@ def test_screen_rejects(src, reason):
     # decides where it may be written
     _model("        return x", "import os\nfrom torch.utils.cpp_extension import load_inline\nd = 'exts'\n"
            "os.makedirs(d, exist_ok=True)\next = load_inline(name='e', cpp_sources='', build_directory=d)\n"),
+    _model("        return x", "import os, tempfile\nfrom torch.utils.cpp_extension import load_inline\n"
+           "d = os.path.join(tempfile.mkdtemp(), 'ext')\nos.makedirs(d, exist_ok=True)\n"
+           "ext = load_inline(name='e', cpp_sources='', build_directory=d)\n"),
 ])
 def test_screen_accepts(src):
     assert screen(src).reject == ""
@@ -97,6 +102,8 @@ def test_native_rules():
     assert native_compute(["auto y = torch::empty_like(x); y.copy_(x);"]) == []
     src = "__global__ void __launch_bounds__(256) foo(float* x) {}\ntemplate <int N> __global__ void bar(int n) {}"
     assert defined_kernels([src], "@triton.jit\ndef baz(x_ptr):\n    pass\n") == ["bar", "baz", "foo"]
+    src = "__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(256, 2) ln_cluster(float* x) {}"
+    assert defined_kernels([src], "") == ["ln_cluster"]
 
 
 def test_every_build_in_a_file_is_screened():

@@ -218,7 +218,7 @@ def summarise(rows: Sequence[dict], device: str) -> dict[str, Any]:
         "claimed_faster": sum(x is not None and x > 1 for x in claimed),
         "verified_faster": sum(x is not None and x > 1 for x in verified),
         "verified_faster_own_kernels": sum(x is not None and x > 1 for x in own),
-        "torch_fallback": [r["name"] for r in rows if r.get("torch_fallback")],
+        "torch_fallback": [r["name"] for r in rows if r.get("torch_fallback") and r["status"] == "correct"],
         "fast_p_note": "fast_p over every audited kernel (not evaluated or failing: unsolved); verified_fast_p "
                        "counts torch_fallback kernels as solved, verified_fast_p_own_kernels as unsolved",
     }

@@ -32,6 +32,9 @@ _ATEN_CALL = re.compile(rf"\b(?:at|torch)::(?:\w+::)*({_ATEN_OPS})\s*\(")
 _ATEN_METHOD = re.compile(rf"\.\s*({_ATEN_OPS})\s*\(")
 _VENDOR_CALL = re.compile(r"\b(cublas\w*[Gg]emm\w*|cublasLt\w+|cudnn(?:Convolution|BatchNorm|Softmax|RNN|Pooling)\w*)\s*\(")
 _SOURCE_KWARGS = ("cpp_sources", "cuda_sources", "sources")
+# launch attributes between ``__global__`` and a kernel's name (``__cluster_dims__(2, 1, 1)``)
+_KERNEL_ATTRS = re.compile(r"\b__(?:launch_bounds|cluster_dims|maxnreg|block_size)__\s*\([^)]*\)|"
+                           r"\b__attribute__\s*\(\([^)]*\)\)")
 
 
 def load_inline_args(tree: ast.Module, keys: tuple[str, ...]) -> dict[str, list[str]] | None:
@@ -124,7 +127,7 @@ def defined_kernels(sources: list[str], python_source: str) -> list[str]:
     """Names of the kernels a candidate defines: CUDA ``__global__`` functions and
     ``@triton.jit`` functions. CuTe DSL and TileLang kernels are not named here: the GPU names
     them after a mangled signature, and their launches are counted instead."""
-    code = re.sub(r"__launch_bounds__\s*\([^)]*\)", " ", _strip_comments("\n".join(sources)))
+    code = _KERNEL_ATTRS.sub(" ", _strip_comments("\n".join(sources)))
     names = re.findall(r"__global__\s+[^;{(]*?\b(\w+)\s*(?:<[^;{(]*>)?\s*\(", code)
     # a bare @jit is Triton's only where Triton is imported: TileLang's @jit names a host
     # function, not the GPU kernel the profiler would see
