@@ -184,6 +184,13 @@ def test_jsonl_fields_bad_rows_selection_and_resume(tmp_path: Path, capsys):
     rows_file = state / "rows.jsonl"
     before = rows_file.read_text().splitlines()
     assert len(before) == 2 and {json.loads(x)["name"] for x in before} == {"1_1", "1_2"}
+    # --report-only evaluates nothing: what the state holds, the rest not judged and left out of
+    # the summary's figures (claims included)
+    report = run_cli(base + ["--report-only"], capsys)
+    assert rows_file.read_text().splitlines() == before
+    statuses = {k["name"]: k["status"] for k in report["kernels"]}
+    assert statuses["1_1"] == "incorrect" and statuses["2_6"] == "not_judged"
+    assert report["summary"]["not_judged"] == 1 and report["summary"]["claimed_faster"] == 2  # 1_1, 1_2
 
     full = run_cli(base, capsys)  # resumes: 1_1 and 1_2 are not evaluated again
     after = rows_file.read_text().splitlines()

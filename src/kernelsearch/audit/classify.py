@@ -119,6 +119,8 @@ EXTRA: tuple[tuple[str, str, str], ...] = (
      "clash)", "the source reader; never evaluated"),
     ("no_kernel", "the release has no kernel for this problem (empty source, or no solution file)",
      "the source reader; never evaluated"),
+    ("not_judged", "not judged yet: a --report-only report of a state that holds no evaluation of it "
+     "(left out of the summary's figures)", "the state; never evaluated"),
 )
 
 CLASSES: tuple[tuple[str, str, str], ...] = (

@@ -44,6 +44,7 @@ class Options:
     chunk: int = DEFAULT_CHUNK
     lint: bool = True
     progress: bool = True
+    evaluate: bool = True  # False: report what the state holds, judge nothing (the rest: not_judged)
 
 
 class AuditState:
@@ -89,6 +90,12 @@ def error_row(e: Entry) -> dict:
     return {"name": e.name, "status": status, "reason": e.error, "class": e.error_class, "flags": [],
             "claimed_speedup": e.claimed, "claimed_speedup_compile": e.claimed_compile,
             "speedup_vs_eager": None, "speedup_vs_compile": None, "torch_fallback": False, "lint": []}
+
+
+def not_judged_row(e: Entry) -> dict:
+    """A row for a kernel the state does not hold, in a report that evaluates nothing."""
+    return {**error_row(e), "status": "not_judged", "class": "not_judged",
+            "reason": "not judged yet (the state holds no evaluation of it)"}
 
 
 def judged_row(e: Entry, key: str, res: EvalResult, conf: Confirmation | None, lint: list[str]) -> dict:
@@ -159,10 +166,14 @@ def run_audit(entries: Sequence[Entry], config: EvalConfig, archive: Archive | N
                        "claimed_speedup_compile": e.claimed_compile}
         else:
             todo.append((i, e, problem, cand, key))
+    if not opts.evaluate:
+        rows.update((i, not_judged_row(e)) for i, e, *_ in todo)
+        todo = []
     if opts.progress:
-        say(f"{len(entries)} kernel(s): {len(entries) - len(todo) - sum(r['status'] == 'not_evaluated' for r in rows.values())} "
-            f"judged before (in {state.path}), {sum(r['status'] == 'not_evaluated' for r in rows.values())} "
-            f"not evaluable, {len(todo)} to evaluate")
+        count = Counter(r["status"] for r in rows.values())
+        say(f"{len(entries)} kernel(s): {len(rows) - count['not_evaluated'] - count['not_judged']} judged before "
+            f"(in {state.path}), {count['not_evaluated']} not evaluable, {len(todo)} to evaluate"
+            + (f", {count['not_judged']} not judged (--report-only)" if count["not_judged"] else ""))
     home = config.home or default_home()
     chunk = max(1, opts.chunk)
     for n in range(0, len(todo), chunk):
@@ -190,9 +201,13 @@ def _bench(part: list[tuple[int, Entry, Problem, Candidate, str]], config: EvalC
 def summarise(rows: Sequence[dict], device: str) -> dict[str, Any]:
     """Claimed fast_p against verified fast_p (with torch_fallback kernels and own kernels only)
     over all audited rows (rows not evaluated count as unsolved, as bench's problems without a
-    candidate do), and counts by status and class."""
+    candidate do; rows not judged, in a ``--report-only`` report, are left out, so that claims
+    and verdicts cover the same kernels), and counts by status and class."""
     def table(xs: list[float | None]) -> dict[str, float]:
         return {str(p): v for p, v in fast_p_table(xs, FAST_P_THRESHOLDS).items()}
+
+    not_judged = sum(r["status"] == "not_judged" for r in rows)
+    rows = [r for r in rows if r["status"] != "not_judged"]  # claimed and verified over the same kernels
 
     claimed = [r.get("claimed_speedup") for r in rows]
     claimed_c = [r.get("claimed_speedup_compile") for r in rows]
@@ -203,6 +218,7 @@ def summarise(rows: Sequence[dict], device: str) -> dict[str, Any]:
     return {
         "device": device,
         "kernels": len(rows),
+        "not_judged": not_judged,
         "evaluated": sum(r["status"] != "not_evaluated" for r in rows),
         "by_status": dict(Counter(r["status"] for r in rows).most_common()),
         "by_class": dict(Counter(r["class"] for r in rows).most_common()),

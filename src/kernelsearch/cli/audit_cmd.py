@@ -10,7 +10,7 @@ from typing import Any
 
 
 def add_audit_command(sub: Any, add_eval_options: Callable[[argparse.ArgumentParser], None],
-                      make_config: Callable[[argparse.Namespace], Any], open_archive: Callable[[argparse.Namespace], Any]
+                      make_config: Callable[..., Any], open_archive: Callable[[argparse.Namespace], Any]
                       ) -> None:
     """The ``audit`` subcommand; ``main`` hands in bench's evaluation options, the config built
     from them and the archive opener (this module does not import ``main``: no cycle)."""
@@ -35,6 +35,9 @@ def add_audit_command(sub: Any, add_eval_options: Callable[[argparse.ArgumentPar
     p.add_argument("--chunk", type=int, default=8, metavar="N",
                    help="kernels evaluated (and confirmed) together before their rows are saved (default 8)")
     p.add_argument("--no-lint", action="store_true", help="skip the problem linter")
+    p.add_argument("--report-only", action="store_true",
+                   help="evaluate nothing: report the kernels the state holds (judged on another machine, say) "
+                        "and list the others as not judged")
     p.add_argument("--confirm", type=int, default=3, metavar="N",
                    help="time each correct kernel again in N fresh processes (default 3; 0: the single evaluation)")
     p.add_argument("-j", "--jobs", "--build-jobs", dest="jobs", type=int, default=None,
@@ -63,7 +66,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise UsageError("--confirm must be at least 0")
     sample_seed = args.seed
     args.seed = args.eval_seed
-    config = args.make_config(args)
+    config = args.make_config(args, check_device=not args.report_only)
     try:
         ex_opts = executor_options(args)
     except ValueError as e:
@@ -79,7 +82,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     entries = materialise(select(entries, only, args.sample, sample_seed, args.limit), state_dir)
     state = AuditState(state_dir)
     opts = Options(jobs=args.jobs, executor=args.executor, executor_options=ex_opts, confirm=args.confirm,
-                   chunk=args.chunk, lint=not args.no_lint)
+                   chunk=args.chunk, lint=not args.no_lint, evaluate=not args.report_only)
     with args.open_archive(args) as archive:
         rows = run_audit(entries, config, archive, state, opts)
     summary = summarise(rows, config.device)

@@ -56,9 +56,11 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     add_profile_options(p)
 
 
-def _config(args: argparse.Namespace) -> EvalConfig:
+def _config(args: argparse.Namespace, check_device: bool = True) -> EvalConfig:
+    """The evaluation config of the options; ``check_device=False`` for a command that only
+    reports on evaluations made elsewhere (``audit --report-only``)."""
     device = args.device or default_device()
-    if device == "cuda" and default_device() != "cuda":
+    if check_device and device == "cuda" and default_device() != "cuda":
         raise UsageError("--device cuda: no CUDA device is available (install a CUDA build of PyTorch)")
     if args.trials < 1:
         raise UsageError("--trials must be at least 1")
