@@ -215,6 +215,27 @@ def test_jsonl_fields_bad_rows_selection_and_resume(tmp_path: Path, capsys):
     assert "wrong_values" in out and "claimed" in out and "own kernels only" in out
 
 
+def test_a_failing_kernel_is_saved_before_the_chunk_is_confirmed(tmp_path: Path, monkeypatch, cpu_config):
+    """A run killed while it confirms the correct kernels of a chunk has saved the failing ones."""
+    import kernelsearch.bench as bench
+    from kernelsearch.audit.run import AuditState, Options, run_audit
+    from kernelsearch.audit.sources import materialise, read_source
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "confirm", killed)
+    release = tmp_path / "release.jsonl"
+    release.write_text("".join(json.dumps(_row(1, k, CANDIDATES[name][0])) + "\n"
+                               for k, name in enumerate(("py_fallback", "wrong", "mutates"))))
+    state = AuditState(tmp_path / "state")
+    entries = materialise(read_source(release, "name=level_id+task_id,ref=ref_code,kernel=custom_code"), state.root)
+    with pytest.raises(KeyboardInterrupt):
+        run_audit(entries, cpu_config, None, state, Options(confirm=1, chunk=8, lint=False, progress=False))
+    saved = [json.loads(x) for x in state.path.read_text().splitlines()]
+    assert sorted((r["name"], r["class"]) for r in saved) == [("1_1", "wrong_values"), ("1_2", "input_mutation")]
+
+
 def test_select_sample_is_reproducible():
     entries = [Entry(f"k{i}") for i in range(20)]
     a = [e.name for e in select(entries, sample=5, seed=3)]

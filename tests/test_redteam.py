@@ -168,7 +168,7 @@ def test_corpus_covers_the_threat_classes():
     """The corpus itself: size, classes, well-formed headers, a bounded number of CPU builds."""
     exploits = [c for c in CASES if c.kind == "exploit"]
     honest = [c for c in CASES if c.kind == "honest"]
-    assert len(exploits) >= 25 and len(honest) >= 12, (len(exploits), len(honest))
+    assert len(exploits) >= 25 and len(honest) >= 40, (len(exploits), len(honest))
     assert {c.klass for c in exploits} >= {"A", "B", "C", "D", "E"}
     assert {c.klass for c in exploits if c.device == "cpu"} >= {"A", "B", "C", "D", "E"}
     statuses = {s.value for s in Status}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,19 +101,25 @@ class BenchSummary:
 def run_bench(pairs: list[tuple[Problem, Path | None]], config: EvalConfig, archive: Archive | None,
               progress: bool = True, jobs: int | None = None, executor: str = "local",
               executor_options: dict[str, Any] | None = None,
-              confirm_processes: int = DEFAULT_PROCESSES) -> BenchSummary:
+              confirm_processes: int = DEFAULT_PROCESSES,
+              on_result: Callable[[Problem, EvalResult], None] | None = None) -> BenchSummary:
     """Evaluate every matched candidate through an executor (default ``local``: builds in
     parallel on ``jobs`` cores while the evaluation lanes take built candidates one at a time),
     then confirm each correct one's timing over ``confirm_processes`` fresh processes, one
     kernel at a time (0: publish the single evaluation's figures). ``progress``: on stderr, a bar
     while evaluating where stderr is a terminal, else a plain line per evaluated kernel; and a
-    line per confirmed kernel either way."""
+    line per confirmed kernel either way. ``on_result``: called with each evaluation as it ends,
+    before any confirmation (``audit`` saves a failing kernel's row at once)."""
     summary = BenchSummary(device=config.device)
     bar_ok = progress and sys.stderr.isatty()
     todo = [Job(p, Candidate.from_file(c), config, tag=p.name) for p, c in pairs if c is not None]
     opts = dict(executor_options or {})
     if executor == "local":
         opts.setdefault("build_jobs", jobs)
+    def told(fin: Finished) -> None:
+        if on_result is not None:
+            on_result(fin.job.problem, fin.result)
+
     with make_executor(executor, archive, **opts) as ex:
         if bar_ok:
             from rich.console import Console
@@ -125,6 +132,7 @@ def run_bench(pairs: list[tuple[Problem, Path | None]], config: EvalConfig, arch
                 def advance(fin: Finished) -> None:
                     bar.update(task, description=f"{fin.job.problem.name}: {fin.result.status.value}")
                     bar.advance(task)
+                    told(fin)
 
                 out = ex.evaluate_many(todo, on_result=advance)
         elif progress:  # not a terminal (a log, a pipe): plain lines
@@ -132,10 +140,11 @@ def run_bench(pairs: list[tuple[Problem, Path | None]], config: EvalConfig, arch
 
             def line(fin: Finished) -> None:
                 _say(f"evaluated {next(done)}/{len(todo)}: {fin.job.problem.name}: {fin.result.status.value}")
+                told(fin)
 
             out = ex.evaluate_many(todo, on_result=line)
         else:
-            out = ex.evaluate_many(todo)
+            out = ex.evaluate_many(todo, on_result=told)
     results = {j.tag: r for j, r in zip(todo, out, strict=True)}
     summary.results = [(p, results.get(p.name)) for p, _ in pairs]
     if confirm_processes > 0:

@@ -1,10 +1,12 @@
 """Evaluate a release's entries through bench's executor path, in chunks, appending each judged
-kernel's row to the state as soon as its chunk is done, and summarise the rows.
+kernel's row to the state as soon as it is final, and summarise the rows.
 
 Resumable like the KernelBench sweep: ``STATE/rows.jsonl`` holds one JSON line per judged
 kernel, keyed by the problem's and the kernel's content, the device and the precision; a rerun
-skips the kernels it holds and reports them with the new ones. An interrupted run loses at
-most the chunk in flight (``chunk`` kernels, evaluated and confirmed together by ``run_bench``).
+skips the kernels it holds and reports them with the new ones. A failing kernel's row is saved
+as soon as it is judged, a correct one's once its chunk is confirmed (``chunk`` kernels,
+evaluated and confirmed together by ``run_bench``): an interrupted run loses at most the
+kernels in flight and the correct ones of its chunk awaiting confirmation.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from kernelsearch.evaluator.confirm import Confirmation
 from kernelsearch.metrics.fastp import FAST_P_THRESHOLDS, fast_p_table, geomean
 from kernelsearch.problems.loader import Problem, ProblemError, load_problem
 from kernelsearch.records.candidate import Candidate
-from kernelsearch.records.result import EvalResult
+from kernelsearch.records.result import EvalResult, Status
 
 ROWS_FILE = "rows.jsonl"
 DEFAULT_CHUNK = 8
@@ -181,21 +183,30 @@ def run_audit(entries: Sequence[Entry], config: EvalConfig, archive: Archive | N
         if opts.progress:
             say(f"chunk {n // chunk + 1}/{(len(todo) + chunk - 1) // chunk}: {', '.join(e.name for _, e, *_ in part)}")
         lints = lint_lines([p for _, _, p, _, _ in part], config.device, home) if opts.lint else {}
-        summary = _bench(part, config, archive, opts)
+        by_name = {problem.name: (i, e, key) for i, e, problem, _, key in part}
+
+        def final(problem: Problem, res: EvalResult, by_name: dict = by_name, lints: dict = lints) -> None:
+            """A kernel no confirmation will change is saved as soon as it is judged."""
+            i, e, key = by_name[problem.name]
+            if res.status is not Status.CORRECT or opts.confirm == 0:
+                rows[i] = judged_row(e, key, res, None, lints.get(problem.id, []))
+                state.add(rows[i])
+
+        summary = _bench(part, config, archive, opts, final)
         for (i, e, problem, _, key), (_, res) in zip(part, summary.results, strict=True):
             assert res is not None  # every pair here has a candidate
-            row = judged_row(e, key, res, summary.confirmations.get(problem.name), lints.get(problem.id, []))
-            state.add(row)
-            rows[i] = row
+            if i not in rows:  # correct, once confirmed
+                rows[i] = judged_row(e, key, res, summary.confirmations.get(problem.name), lints.get(problem.id, []))
+                state.add(rows[i])
     return [rows[i] for i in range(len(entries))]
 
 
 def _bench(part: list[tuple[int, Entry, Problem, Candidate, str]], config: EvalConfig, archive: Archive | None,
-           opts: Options) -> BenchSummary:
+           opts: Options, on_result: Callable[[Problem, EvalResult], None]) -> BenchSummary:
     """bench's evaluation of one chunk (problem names are the entries', unique in a release)."""
     pairs = [(p, e.kernel) for _, e, p, _, _ in part]
     return run_bench(pairs, config, archive, progress=opts.progress, jobs=opts.jobs, executor=opts.executor,
-                     executor_options=opts.executor_options, confirm_processes=opts.confirm)
+                     executor_options=opts.executor_options, confirm_processes=opts.confirm, on_result=on_result)
 
 
 def summarise(rows: Sequence[dict], device: str) -> dict[str, Any]:

@@ -33,7 +33,8 @@ def add_audit_command(sub: Any, add_eval_options: Callable[[argparse.ArgumentPar
     p.add_argument("--limit", type=int, default=None, metavar="N", help="audit the first N (after --only/--sample)")
     p.add_argument("--sample", type=int, default=None, metavar="K", help="audit a random sample of K kernels")
     p.add_argument("--chunk", type=int, default=8, metavar="N",
-                   help="kernels evaluated (and confirmed) together before their rows are saved (default 8)")
+                   help="kernels evaluated (and confirmed) together; a failing kernel's row is saved at once, a "
+                        "correct one's once its chunk is confirmed (default 8)")
     p.add_argument("--no-lint", action="store_true", help="skip the problem linter")
     p.add_argument("--report-only", action="store_true",
                    help="evaluate nothing: report the kernels the state holds (judged on another machine, say) "
