@@ -137,9 +137,10 @@ def render_html(summary: dict, rows: Sequence[dict], title: str) -> str:
         "</section>",
         f'<section id="classes"><h2>Verdicts by class</h2><table><thead><tr><th>class</th><th>kernels</th>'
         f"<th>what it means</th></tr></thead><tbody>{classes}</tbody></table></section>",
-        f'<section id="kernels"><h2>Kernels ({len(rows)})</h2>'
+        f'<section id="kernels"><h2>Kernels ({len(rows)}'
+        + (f", {summary['not_judged']} not judged" if summary.get("not_judged") else "") + ")</h2>"
         '<input class="ks-filter" data-table="kernel-table" placeholder="filter by name, status, class, reason">'
-        '<table id="kernel-table" class="candidates"><thead><tr><th>kernel</th><th>status</th><th>class</th>'
+        '<table id="kernel-table" class="audit"><thead><tr><th>kernel</th><th>status</th><th>class</th>'
         "<th>claimed</th><th>vs eager</th><th>vs compile</th><th>flags</th><th>lint</th><th>reason</th></tr>"
         f"</thead><tbody>{''.join(body_rows)}</tbody></table></section></main>",
     ]

@@ -21,6 +21,8 @@ th, td { border:1px solid var(--line); padding:4px 6px; text-align:left; vertica
 th { background:#eef1f6; }
 table.candidates td:nth-child(5) { max-width:360px; }
 table.candidates td:nth-child(7) { max-width:320px; }
+table.audit td:nth-child(8) { max-width:240px; } table.audit td:nth-child(9) { max-width:420px; }
+table.audit td { overflow-wrap:anywhere; }
 td small { color:var(--muted); } code { font-size:12px; }
 pre { max-width:760px; max-height:480px; overflow:auto; background:#0f1522; color:#e6e9ef;
       padding:8px; border-radius:6px; font-size:12px; }
