@@ -15,7 +15,7 @@ from rich.table import Table
 
 from kernelsearch.audit.classify import CLASSES
 from kernelsearch.metrics.fastp import FAST_P_THRESHOLDS
-from kernelsearch.report.html.style import CSS
+from kernelsearch.report.html.style import CSS, FILTER_SCRIPT
 from kernelsearch.report.terminal import console
 
 # the kernel keys of --json, in this order (more follow them)
@@ -93,10 +93,6 @@ def print_audit(summary: dict, rows: Sequence[dict], title: str) -> None:
                   "are the release's own; verified ones are measured here, on this device.", highlight=False)
 
 
-def _cell(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}x"
-
-
 def render_html(summary: dict, rows: Sequence[dict], title: str) -> str:
     """The whole page: summary facts, fast_p claimed against verified, classes, and a
     filterable table of kernels with each reason and lint finding."""
@@ -115,8 +111,8 @@ def render_html(summary: dict, rows: Sequence[dict], title: str) -> str:
         search = escape(" ".join(str(r.get(k) or "") for k in ("name", "status", "class", "reason")).lower())
         body_rows.append(
             f'<tr data-search="{search}"><td>{escape(r["name"])}</td><td class="st st-{st}">{st}</td>'
-            f"<td><code>{escape(class_cell(r))}</code></td><td>{_cell(r.get('claimed_speedup'))}</td>"
-            f"<td>{_cell(r.get('speedup_vs_eager'))}</td><td>{_cell(r.get('speedup_vs_compile'))}</td>"
+            f"<td><code>{escape(class_cell(r))}</code></td><td>{_x(r.get('claimed_speedup'))}</td>"
+            f"<td>{_x(r.get('speedup_vs_eager'))}</td><td>{_x(r.get('speedup_vs_compile'))}</td>"
             f"<td>{escape(', '.join(r.get('flags') or []) or '-')}</td><td><small>{lint}</small></td>"
             f"<td>{escape(r.get('reason') or '')}</td></tr>")
     facts = (f'<dl class="facts"><dt>device</dt><dd>{escape(summary["device"])}</dd>'
@@ -147,18 +143,7 @@ def render_html(summary: dict, rows: Sequence[dict], title: str) -> str:
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{escape(title)}</title><style>{CSS}</style></head>\n<body>{''.join(body)}"
-            f"<script>{FILTER}</script></body></html>\n")
-
-
-FILTER = """
-document.querySelectorAll("input.ks-filter").forEach(function (box) {
-  var rows = document.querySelectorAll("#" + box.dataset.table + " tbody tr");
-  box.addEventListener("input", function () {
-    var q = box.value.toLowerCase().trim();
-    rows.forEach(function (tr) { tr.hidden = q !== "" && tr.dataset.search.indexOf(q) < 0; });
-  });
-});
-"""
+            f"<script>{FILTER_SCRIPT}</script></body></html>\n")
 
 
 def write_html(summary: dict, rows: Sequence[dict], title: str, path: Path) -> Path:

@@ -147,7 +147,8 @@ def lint_lines(problems: Sequence[Problem], device: str, home: Path) -> dict[str
 def run_audit(entries: Sequence[Entry], config: EvalConfig, archive: Archive | None, state: AuditState,
               opts: Options = Options(), say: Callable[[str], None] | None = None) -> list[dict]:
     """One row per entry, in entry order: rows already in ``state`` as they are, the others
-    evaluated ``opts.chunk`` at a time through ``run_bench`` and appended as each chunk ends."""
+    evaluated ``opts.chunk`` at a time through ``run_bench``, each appended once final (a failing
+    kernel as soon as it is judged, a correct one once its chunk is confirmed)."""
     say = say or _say
     rows: dict[int, dict] = {}
     todo: list[tuple[int, Entry, Problem, Candidate, str]] = []

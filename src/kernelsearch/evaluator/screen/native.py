@@ -37,6 +37,12 @@ _KERNEL_ATTRS = re.compile(r"\b__(?:launch_bounds|cluster_dims|maxnreg|block_siz
                            r"\b__attribute__\s*\(\([^)]*\)\)")
 
 
+def extension_builds(tree: ast.Module) -> list[ast.Call]:
+    """Every ``load_inline``/``load`` call of the source (however the loader was reached)."""
+    return [node for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and _callee(node.func) in ("load_inline", "load")]
+
+
 def load_inline_args(tree: ast.Module, keys: tuple[str, ...]) -> dict[str, list[str]] | None:
     """The string arguments ``keys`` of every load_inline/load call, in order, resolved through
     module-level names, lists and ``+`` (None when there is no such call): a second build in
@@ -46,12 +52,11 @@ def load_inline_args(tree: ast.Module, keys: tuple[str, ...]) -> dict[str, list[
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             names[node.targets[0].id] = node.value
     found: dict[str, list[str]] | None = None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _callee(node.func) in ("load_inline", "load"):
-            found = found if found is not None else {key: [] for key in keys}
-            for kw in node.keywords:
-                if kw.arg in found:
-                    found[kw.arg].extend(_strings(kw.value, names, depth=0))
+    for node in extension_builds(tree):
+        found = found if found is not None else {key: [] for key in keys}
+        for kw in node.keywords:
+            if kw.arg in found:
+                found[kw.arg].extend(_strings(kw.value, names, depth=0))
     return found
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from kernelsearch.evaluator.screen.native import (
     defined_kernels,
+    extension_builds,
     native_compute,
     native_reject,
     native_sources,
@@ -336,9 +337,8 @@ def _reach_rules(tree: ast.Module, names: _Names) -> str:
 def _build_directories(tree: ast.Module) -> set[str]:
     """The ``build_directory=`` arguments of the source's extension builds (``load_inline``,
     ``load``), as AST dumps: a directory made for one of them is part of the build."""
-    return {ast.dump(kw.value) for node in ast.walk(tree) if isinstance(node, ast.Call)
-            and _dotted(node.func).split(".")[-1] in ("load_inline", "load")
-            for kw in node.keywords if kw.arg == "build_directory"}
+    return {ast.dump(kw.value) for node in extension_builds(tree) for kw in node.keywords
+            if kw.arg == "build_directory"}
 
 
 def _makes_build_dir(call: ast.Call, build_dirs: set[str]) -> bool:

@@ -17,7 +17,7 @@ from plotly.offline import get_plotlyjs
 
 from kernelsearch.report.html.charts import Chart
 from kernelsearch.report.html.data import RunData
-from kernelsearch.report.html.style import CSS
+from kernelsearch.report.html.style import CSS, FILTER_SCRIPT
 from kernelsearch.report.html.tables import candidates_table, lineage_list, run_facts, summary_table
 
 SCRIPT = """
@@ -44,15 +44,8 @@ SCRIPT = """
   Promise.all(jobs).then(function (done) {
     drawn(done.reduce(function (a, b) { return a + b; }, 0));
   });
-  document.querySelectorAll("input.ks-filter").forEach(function (box) {
-    var rows = document.querySelectorAll("#" + box.dataset.table + " tbody tr");
-    box.addEventListener("input", function () {
-      var q = box.value.toLowerCase().trim();
-      rows.forEach(function (tr) { tr.hidden = q !== "" && tr.dataset.search.indexOf(q) < 0; });
-    });
-  });
 })();
-"""
+""" + FILTER_SCRIPT
 
 
 def script_json(text: str) -> str:

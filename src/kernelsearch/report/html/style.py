@@ -1,5 +1,5 @@
-"""The report pages' stylesheet, apart from the page assembly so that pages without charts
-(``kernelsearch audit -o``) share the look without needing plotly."""
+"""The report pages' stylesheet and table filter, apart from the page assembly so that pages
+without charts (``kernelsearch audit -o``) share the look without needing plotly."""
 
 CSS = """
 :root { --fg:#1d2430; --muted:#667085; --line:#e4e7ec; --bg:#f7f8fa; --accent:#3559e0; }
@@ -41,4 +41,16 @@ ol.lineage li { margin:4px 0; } .idea { color:#344054; margin-left:4px; }
 input.ks-filter { margin:6px 0; padding:4px 8px; width:320px; border:1px solid var(--line);
                   border-radius:6px; }
 p.empty { color:var(--muted); }
+"""
+
+# rows of the table an ``input.ks-filter`` names (``data-table``) shown only where their
+# ``data-search`` text holds what is typed
+FILTER_SCRIPT = """
+document.querySelectorAll("input.ks-filter").forEach(function (box) {
+  var rows = document.querySelectorAll("#" + box.dataset.table + " tbody tr");
+  box.addEventListener("input", function () {
+    var q = box.value.toLowerCase().trim();
+    rows.forEach(function (tr) { tr.hidden = q !== "" && tr.dataset.search.indexOf(q) < 0; });
+  });
+});
 """
