@@ -205,15 +205,24 @@ def _plain_call(fn: Callable[..., object], args: Sequence[object], flush: Flushe
     return out, start.elapsed_time(end)
 
 
-def _waits_for_gpu(call: Callable[[], object]) -> tuple[object, bool]:
-    """Run ``call`` behind a 1 ms spin: its output, and whether it returned only once the GPU
-    had caught up with it (it synchronises, or its host side outlasts 1 ms)."""
+def _waits_for_gpu(call: Callable[[], object],
+                   side: SideStreams | _ShimSides | None = None) -> tuple[object, bool]:
+    """Run ``call`` behind a 1 ms spin, with ``side``'s streams held behind the spin as the
+    timed calls hold them: its output, and whether it returned only once the GPU had caught up
+    with it (it synchronises the device or one of its streams, or its host side outlasts 1 ms).
+    Unheld, a call that synchronises only its own side stream returned before the spin ended
+    here, then waited for the flush and cover in every timed call and was timed with the join
+    that the host issued while the GPU stood idle (6 ms for 0.5 ms of work; docs/measurements.md)."""
     _cuda_sync()
     cycles, done = spin_cycles(1000.0), _Event()
     _spin(cycles)
     done.record()
+    if side is not None:
+        side.hold(done)
     out = call()
     waited = done.query()
+    if side is not None:
+        side.join()
     _cuda_sync()
     return out, waited
 
@@ -283,17 +292,19 @@ def time_calls(
                 after(out)
             del out, args
         plain = False  # GPU: a call that waits for the GPU itself is timed by _plain_call
-        if device == "cuda":  # one more warm-up call, behind a spin, tells
+        side = sides() if device == "cuda" else None
+        if device == "cuda":  # one more warm-up call, behind a spin and held as timed calls are, tells
             _, args = args_for(0)
             if before is not None:
                 before()
-            out, plain = _waits_for_gpu(lambda: fn(*args))  # noqa: B023 - called at once
+            out, plain = _waits_for_gpu(lambda: fn(*args), side)  # noqa: B023 - called at once
             if after is not None:
                 after(out)
             del out, args
         sync(device)
         spin = spin_cycles(cfg.cover_launch_us) if device == "cuda" else 0
-        side = sides() if device == "cuda" and not plain else None
+        if plain:
+            side = None
         if flush is not None and device == "cuda":
             flush.rewarm(cfg.rewarm_us)
         base_repeats, n_late = flush.repeats if flush is not None else 1, 0
