@@ -50,9 +50,9 @@ def child(sides_kind: str, probe: str) -> dict:
 
     loop._waits_for_gpu = watched
     cfg = TimingConfig(warmup=3, warmup_ms=20.0, min_reps=20, max_reps=20, flush_cache=True, cover_launch_us=50.0)
-    torch.cuda.synchronize()
-    cycles = loop.spin_cycles(500.0)
     x = torch.zeros(16, device="cuda")
+    loop.time_calls(lambda: x.add(1), [[]], "cuda", cfg)  # a warm GPU: spin cycles are calibrated at its clock
+    cycles = loop.spin_cycles(500.0)
     rows = []
     for where in CASES:
         if where == "raw blocking stream":
