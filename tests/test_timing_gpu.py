@@ -111,9 +111,11 @@ def test_work_on_any_stream_is_timed(where):
 
     from kernelsearch.evaluator.timing.loop import spin_cycles
 
-    torch.cuda.synchronize()
-    cycles = spin_cycles(500.0)
     x = torch.zeros(16, device="cuda")
+    # calibrated on a warm GPU: on an idle one the probe spin ran at a low clock, so the "500 us"
+    # spin lasted 8-100 us at the clock of the timed loop and the first case of a process failed
+    _median_ms(lambda: x.add(1), 50.0, flush=True)
+    cycles = spin_cycles(500.0)
     side = _raw_blocking_stream() if where == "raw blocking stream" else torch.cuda.Stream()
 
     def call():
