@@ -58,9 +58,9 @@ class RewardSpec:
     def score(self, result: EvalResult) -> tuple[float, str]:
         """(reward, why) for one evaluation."""
         if result.status is Status.REJECTED:
-            return self.rejected, f"rejected (cheat detected, {result.code or 'no code'}): {result.reason}"[:300]
+            return self.rejected, f"rejected (cheat detected): {result.reason}"[:300]
         if result.status is not Status.CORRECT:
-            return self.failure, f"{result.status.value} ({result.code or 'no code'}): {result.reason}"[:300]
+            return self.failure, f"{result.status.value}: {result.reason}"[:300]
         speedup = result.speedup_vs_eager
         if speedup is None:
             return self.correct_bonus, "correct, but no speedup could be measured (no eager baseline)"
