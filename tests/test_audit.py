@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA
 
-from kernelsearch.audit.classify import CLASS_NAMES, CLASSES, classify_reason
+from kernelsearch.audit.classify import CLASS_NAMES, CLASSES, classify_code, classify_reason
 from kernelsearch.audit.sources import Entry, parse_fields, read_rows, safe_name, select
 from kernelsearch.cli.main import main
 
@@ -131,14 +131,17 @@ def test_directory_source(tmp_path: Path, capsys):
     assert set(doc) == {"summary", "kernels"}
     kernels = {k["name"]: k for k in doc["kernels"]}
     for k in doc["kernels"]:
-        assert list(k)[:9] == ["name", "status", "reason", "class", "flags", "claimed_speedup", "speedup_vs_eager",
-                               "speedup_vs_compile", "lint"]
+        assert list(k)[:10] == ["name", "status", "reason", "code", "class", "flags", "claimed_speedup",
+                                "speedup_vs_eager", "speedup_vs_compile", "lint"]
         assert k["class"] in CLASS_NAMES
     for name, (_, status, cls, words) in CANDIDATES.items():
         k = kernels[name]
         assert (k["status"], k["class"]) == (status, cls), (name, k["reason"])
         assert words in k["reason"], (name, k["reason"])
-        # the classifier on the real reason, as stored
+        # the class is the code's (these classes are one code each); a correct kernel has none
+        assert k["code"] == ("" if status == "correct" else cls), (name, k["code"])
+        assert classify_code(k["status"], k["code"], "reworded", k["flags"]) == cls
+        # the legacy phrase rules (rows without a code) agree on the real reason, as stored
         assert classify_reason(k["status"], k["reason"], k["flags"]) == cls
     assert kernels["wrong"]["claimed_speedup"] == 9.0 and kernels["honest_cpp"]["claimed_speedup"] == 3.0
     assert kernels["honest_cpp"]["speedup_vs_eager"] is not None and not kernels["honest_cpp"]["torch_fallback"]
@@ -265,7 +268,7 @@ def test_rows_fields_and_names():
     assert out[3].error_class == "bad_row" and out[3].name == "row4"
 
 
-# reason strings the evaluator writes (verdict/decide.py, worker/guards.py, worker/streams.py,
+# rows without a code (written before codes): the legacy phrase rules. Reason strings the evaluator writes (verdict/decide.py, worker/guards.py, worker/streams.py,
 # screen/python.py, screen/native.py, verdict/roofline.py, verdict/protocol.py) -> class
 REASONS = [
     ("rejected", "the output of trial 0 changed during trial 1 (output buffer reused, or work deferred into a later "

@@ -4,7 +4,10 @@ its expected reason, and every honest kernel in tests/redteam/honest must be jud
 Each corpus file says what it expects in a header after its docstring:
 
     # class: A..E          (the exploit class of ../shared/docs/threats.md it belongs to or probes)
-    # expect: STATUS | reason: SUBSTRING   (case-insensitive substring of the verdict's reason)
+    # expect: STATUS | reason: SUBSTRING   (case-insensitive substring of the verdict's reason:
+                           a secondary check, for a person; the code is what pins the item)
+    # code: CODE           (exploits: the verdict's code, records/codes.py; ``none`` for an
+                           exploit caught by the torch_fallback mark, which has no code)
     # problem: NAME        (tests/redteam/problems, tests/data/problems, or a bundled name)
     # device: cpu|cuda     (cuda items carry the gpu marker)
     # config: k=v, ...     (optional EvalConfig overrides, e.g. torch_fallback=reject)
@@ -36,10 +39,12 @@ from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.evaluator.screen.python import screen
 from kernelsearch.problems.loader import load_problem
 from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.codes import INFO, Code
+from kernelsearch.records.codes import parse as parse_code
 from kernelsearch.records.result import Status
 
 CORPUS = Path(__file__).parent / "redteam"
-_HEADER = re.compile(r"^# (class|expect|problem|device|config|flags|failures): (.+)$", re.M)
+_HEADER = re.compile(r"^# (class|expect|code|problem|device|config|flags|failures): (.+)$", re.M)
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class Case:
     flags: str  # "none", or flags the result must carry (comma-separated), or ""
     note: str = ""  # substring of one of the result's notes (EvalResult.errors)
     failures: str = ""  # the statuses of EvalResult.failures, comma-separated, in order
+    code: str | None = None  # the verdict's code ("" for none); None: no header (honest kernels)
 
     @property
     def id(self) -> str:
@@ -69,8 +75,10 @@ def _parse(path: Path, kind: str) -> Case:
         key, _, value = item.partition("=")
         config[key.strip()] = value.strip()
     flags, _, note = head.get("flags", "").partition("| note:")
+    code = head["code"].strip() if "code" in head else None
     return Case(path, kind, head["class"].strip(), status.strip(), reason.strip(), head["problem"].strip(),
-                head["device"].strip(), config, flags.strip(), note.strip(), head.get("failures", "").strip())
+                head["device"].strip(), config, flags.strip(), note.strip(), head.get("failures", "").strip(),
+                "" if code == "none" else code)
 
 
 def load_corpus() -> list[Case]:
@@ -143,9 +151,10 @@ def test_redteam(case: Case, redteam_archive, monkeypatch):
     problem = _resolve(case.problem)
     home = Path(os.environ["KERNELSEARCH_HOME"])
     r = evaluate(problem, Candidate.from_file(case.path), _config(case, home), redteam_archive)
-    detail = (r.status.value, r.reason, r.flags, r.build_log[-1500:], r.output_excerpt[-1500:],
+    detail = (r.status.value, r.code, r.reason, r.flags, r.build_log[-1500:], r.output_excerpt[-1500:],
               (r.profile or {}).get("summary"))  # on CUDA: the kernels the profiled forward ran
     assert r.status.value == case.status, detail
+    assert r.code == (case.code or ""), detail  # an honest kernel has none
     assert case.reason.lower() in r.reason.lower(), detail
     if case.flags == "none":
         assert r.flags == [], detail
@@ -173,6 +182,12 @@ def test_corpus_covers_the_threat_classes():
     assert {c.klass for c in exploits if c.device == "cpu"} >= {"A", "B", "C", "D", "E"}
     statuses = {s.value for s in Status}
     for c in CASES:
+        # every exploit names its code, one of the closed set with the status it expects
+        assert c.kind == "honest" or c.code is not None, c.id
+        if c.code:
+            assert parse_code(c.code) and INFO[Code(c.code)].status == c.status, c.id
+        else:
+            assert c.status == "correct", c.id
         assert ast.get_docstring(ast.parse(c.path.read_text())), c.id
         assert c.status in statuses and c.reason and c.device in ("cpu", "cuda"), c.id
         # an exploit may be expected correct only when the torch_fallback mark is what catches it

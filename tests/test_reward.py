@@ -47,14 +47,14 @@ def test_correct_kernel_gets_bonus_plus_speedup(cpu_config, archive):
 
 def test_wrong_kernel_scores_zero(cpu_config):
     r = reward(str(PROBLEM), WRONG, device="cpu", config=cpu_config)
-    assert (r.reward, r.status) == (0.0, "incorrect")
+    assert (r.reward, r.status, r.code) == (0.0, "incorrect", "wrong_values")
     assert r.why.startswith("incorrect: trial")
     assert RewardSpec(failure=-0.1).score(r.result)[0] == -0.1
 
 
 def test_detected_cheat_gets_the_penalty(cpu_config):
     r = reward(PROBLEM, CHEAT.read_text(), config=cpu_config)
-    assert (r.reward, r.status) == (-1.0, "rejected")
+    assert (r.reward, r.status, r.code) == (-1.0, "rejected", "patching")
     assert "cheat" in r.why and "perf_counter_ns" in r.why
     assert RewardSpec(rejected=-5.0).score(r.result)[0] == -5.0
 

@@ -18,6 +18,7 @@ from kernelsearch.evaluator.verdict.decide import Verdict
 from kernelsearch.executors.ray_executor import BaselineSnapshot
 from kernelsearch.problems.loader import load_problem
 from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.codes import Code
 from kernelsearch.records.result import EvalResult, Status, TimingStats, TrialCheck
 
 PROBLEM = DATA / "problems" / "scale_add.py"
@@ -97,9 +98,9 @@ def test_timing_and_profile_verdicts():
 
 
 def test_every_failure_is_listed_and_a_rejection_decides():
-    wrong = Verdict(Status.INCORRECT, "trial0: 4 of 4 outside atol")
-    too_fast = Verdict(Status.REJECTED, "impossible timing: a timed call took 0.001 ms")
-    crash = Verdict(Status.CRASHED, "the judge did not check every output")
+    wrong = Verdict(Status.INCORRECT, "trial0: 4 of 4 outside atol", code=Code.WRONG_VALUES)
+    too_fast = Verdict(Status.REJECTED, "impossible timing: a timed call took 0.001 ms", code=Code.IMPOSSIBLE_TIME)
+    crash = Verdict(Status.CRASHED, "the judge did not check every output", code=Code.MISSING_CHECKS)
     r = decide.conclude(_result(), [None, wrong, crash, too_fast])
     assert (r.status, r.reason) == (Status.REJECTED, "impossible timing: a timed call took 0.001 ms")
     assert [f["status"] for f in r.failures] == ["rejected", "incorrect", "crashed"]
@@ -108,7 +109,8 @@ def test_every_failure_is_listed_and_a_rejection_decides():
     r = decide.conclude(_result(), [crash, wrong])
     assert r.status is Status.INCORRECT and [f["status"] for f in r.failures] == ["incorrect", "crashed"]
     # one failure that stopped the run is the only one; a correct kernel has none
-    assert decide.apply(_result(), crash).failures == [{"status": "crashed", "reason": crash.reason}]
+    assert decide.apply(_result(), crash).failures == [{"status": "crashed", "code": "missing_checks",
+                                                        "reason": crash.reason}]
     r = decide.conclude(_result(), [Verdict(Status.CORRECT, "7 checks passed")])
     assert (r.status, r.reason, r.failures) == (Status.CORRECT, "7 checks passed", [])
 

@@ -87,7 +87,9 @@ class Reward:
     """The reward of one candidate: the number, why, and the evaluation behind it.
 
     ``result`` is None only when there was nothing to evaluate (no code in the answer);
-    ``source`` is the code that was evaluated (extracted from a raw answer when needed).
+    ``source`` is the code that was evaluated (extracted from a raw answer when needed);
+    ``code`` is the verdict's code (records/codes.py), what a training loop should branch on
+    rather than the wording of ``why``.
     """
 
     reward: float
@@ -99,6 +101,11 @@ class Reward:
     def status(self) -> str:
         """The verdict, or ``no_code`` when nothing was evaluated."""
         return self.result.status.value if self.result is not None else "no_code"
+
+    @property
+    def code(self) -> str:
+        """The code of the check that failed; "" for a correct kernel or nothing evaluated."""
+        return self.result.code if self.result is not None else ""
 
 
 def reward(problem: Problem | str | Path, candidate_source: str, *, device: str | None = None,

@@ -140,6 +140,13 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE llm_calls ADD COLUMN playbook TEXT
     """,
+    # 7: the verdict's code (records/codes.py): "" for a correct kernel; NULL for the rows an
+    # older version wrote, whose reasons the audit classifies by phrase (audit/classify.py),
+    # the only place phrase matching is left. No code is guessed into old rows: a stored code
+    # is always one a check set
+    """
+    ALTER TABLE evaluations ADD COLUMN code TEXT
+    """,
 ]
 
 
@@ -267,13 +274,13 @@ class Archive:
             cur = c.execute(
                 """INSERT INTO evaluations(candidate_id, problem_id, device, device_name, torch_version,
                    status, reason, candidate_ms, eager_ms, compile_ms, speedup_vs_eager, speedup_vs_compile,
-                   max_abs_error, norm_error, flags, record, created_at)
-                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                   max_abs_error, norm_error, flags, record, created_at, code)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
                 (
                     r.candidate_id, r.problem_id, r.device, r.device_name, r.torch_version,
                     r.status.value, r.reason, r.candidate_ms, r.eager_ms, r.compile_ms,
                     r.speedup_vs_eager, r.speedup_vs_compile, _finite(r.max_abs_error), _finite(r.norm_error),
-                    json.dumps(r.flags), json.dumps(r.to_dict(), default=str), time.time(),
+                    json.dumps(r.flags), json.dumps(r.to_dict(), default=str), time.time(), r.code,
                 ),
             )
             return int(cur.lastrowid)

@@ -1,14 +1,17 @@
-"""The class of an audited kernel's verdict: a fixed, documented set, recognised from the status,
-the reason and the flags the evaluator gave it.
+"""The class of an audited kernel's verdict: a fixed, documented set, read from the verdict's
+code (records/codes.py) and the flags the evaluator gave it.
 
-The evaluator decides a status with a free-text reason (evaluator/verdict/decide.py and the
-phrases of the screen, the guards and the judge it quotes). An audit of thousands of kernels
-needs counts by *kind of failure*, so each reason is mapped to one class here, by the first rule
-that matches, in the order of ``RULES``. The class of a result is that of the failure that
-decided its status; ``EvalResult.failures`` lists every failure, each classed the same way.
+An audit of thousands of kernels needs counts by *kind of failure*. Every failing verdict
+carries the code of the check that failed, set where it failed; each code counts under one
+class (``audit_class``: most classes are one code, a few gather finer ones, e.g. every way a
+worker dies is ``crashed``). The class of a result is that of the failure that decided its
+status; ``EvalResult.failures`` lists every failure, each with its code and classed the same way.
 
-``CLASSES`` is the table (class, what it means, how it is recognised) that docs/audit.md shows;
-tests/test_audit.py checks every rule against reasons real evaluations produced.
+Rows an older version wrote carry no code. For them alone the reason is matched against
+``LEGACY_RULES`` (the first rule that matches, in order): the migration path, never used for a
+result that has a code, so rewording a reason moves no new kernel to another class.
+
+``CLASSES`` is the table (class, what it means, the codes it counts) that docs/audit.md shows.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from kernelsearch.records.codes import TABLE, audit_class, parse
 
 if TYPE_CHECKING:
     from kernelsearch.records.result import EvalResult
@@ -41,9 +46,9 @@ class Rule:
 
 FAILING = ("incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected")
 
-# In order: the first match names the class. Specific rejections come before the status-wide
-# classes (an input mutation is ``incorrect`` too, but not a wrong value).
-RULES: tuple[Rule, ...] = (
+# Rows without a code only. In order: the first match names the class. Specific rejections
+# come before the status-wide classes (an input mutation is ``incorrect`` too, but not a wrong value).
+LEGACY_RULES: tuple[Rule, ...] = (
     Rule("output_reuse", "a later call overwrote an earlier call's output (one buffer returned every call, or "
          "work deferred into the next call)", "rejected: 'the output of ... changed during ... (output buffer "
          "reused'", ("rejected",), (r"the output of .* changed during",)),
@@ -110,11 +115,12 @@ RULES: tuple[Rule, ...] = (
          "status crashed (any other reason)", ("crashed",)),
 )
 
-# classes that no reason rule gives: decided by the flags or before any evaluation
+# classes no code gives: decided by the flags or before any evaluation
 EXTRA: tuple[tuple[str, str, str], ...] = (
-    ("none", "correct, and the work was its own kernel's", "status correct without the flag torch_fallback"),
-    ("other", "a failure no rule above names (a backend the device cannot run, no ModelNew, ...)",
-     "any other failing reason"),
+    ("none", "correct, and the work was its own kernel's", "a correct verdict (no code) without the flag "
+     "torch_fallback"),
+    ("other", "a failure no class above names", "an old row whose reason no legacy rule matches, or a code this "
+     "version does not know"),
     ("bad_row", "the release's row could not be read (not JSON, a field missing or not a string, a name "
      "clash)", "the source reader; never evaluated"),
     ("no_kernel", "the release has no kernel for this problem (empty source, or no solution file)",
@@ -123,24 +129,47 @@ EXTRA: tuple[tuple[str, str, str], ...] = (
      "(left out of the summary's figures)", "the state; never evaluated"),
 )
 
-CLASSES: tuple[tuple[str, str, str], ...] = (
-    ("none", EXTRA[0][1], EXTRA[0][2]),
-    *((r.name, r.meaning, r.recognised) for r in RULES),
-    *EXTRA[1:],
-)
+_MEANING = {r.name: r.meaning for r in LEGACY_RULES}
+
+
+def _code_classes() -> list[tuple[str, str, str]]:
+    """One row per class that codes give, in the order of the codes' table."""
+    order: dict[str, list[str]] = {}
+    for row in TABLE:
+        order.setdefault(row.audit_class, []).append(row.code.value)
+    rows = []
+    for cls, codes in order.items():
+        meaning = _MEANING.get(cls) or next(r.meaning for r in TABLE if r.audit_class == cls)
+        recognised = "codes " + ", ".join(f"`{c}`" for c in codes)
+        if cls == "torch_fallback":
+            recognised = "correct with the flag torch_fallback; " + recognised
+        rows.append((cls, meaning, recognised))
+    return rows
+
+
+CLASSES: tuple[tuple[str, str, str], ...] = (EXTRA[0], *_code_classes(), *EXTRA[1:])
 CLASS_NAMES: tuple[str, ...] = tuple(c for c, _, _ in CLASSES)
 
 
 def classify_reason(status: str, reason: str, flags: Iterable[str] = ()) -> str:
-    """The class of a verdict given as strings (a stored row, or an EvalResult's fields)."""
+    """The class of a verdict recorded without a code (an old row), from its status and reason."""
     if status == "correct":
         return "torch_fallback" if "torch_fallback" in flags else "none"
-    for rule in RULES:
+    for rule in LEGACY_RULES:
         if rule.matches(status, reason):
             return rule.name
     return "other"
 
 
+def classify_code(status: str, code: str, reason: str = "", flags: Iterable[str] = ()) -> str:
+    """The class of a verdict: by its code; by its reason only where it has none (an old row)."""
+    if status == "correct":
+        return "torch_fallback" if "torch_fallback" in flags else "none"
+    if code:
+        return audit_class(code) if parse(code) else "other"
+    return classify_reason(status, reason, flags)
+
+
 def classify(result: EvalResult) -> str:
     """The class of one evaluation's verdict."""
-    return classify_reason(result.status.value, result.reason, result.flags)
+    return classify_code(result.status.value, result.code, result.reason, result.flags)

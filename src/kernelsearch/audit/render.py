@@ -19,7 +19,7 @@ from kernelsearch.report.html.style import CSS, FILTER_SCRIPT
 from kernelsearch.report.terminal import console
 
 # the kernel keys of --json, in this order (more follow them)
-KERNEL_KEYS = ("name", "status", "reason", "class", "flags", "claimed_speedup", "speedup_vs_eager",
+KERNEL_KEYS = ("name", "status", "reason", "code", "class", "flags", "claimed_speedup", "speedup_vs_eager",
                "speedup_vs_compile", "lint")
 _STYLE = {"correct": "green", "incorrect": "red", "rejected": "magenta", "not_evaluated": "dim", "not_judged": "dim"}
 MEANING = {c: m for c, m, _ in CLASSES}

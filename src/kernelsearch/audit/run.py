@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelsearch.archive.db import Archive
-from kernelsearch.audit.classify import classify_reason
+from kernelsearch.audit.classify import classify_code
 from kernelsearch.audit.sources import Entry
 from kernelsearch.bench import BenchSummary, run_bench
 from kernelsearch.evaluator.config import EvalConfig, default_home
@@ -89,7 +89,7 @@ def row_key(problem: Problem, candidate: Candidate, config: EvalConfig) -> str:
 def error_row(e: Entry) -> dict:
     """A row for an entry that is not evaluated (a bad row, no kernel, a problem that fails to load)."""
     status = "not_evaluated"
-    return {"name": e.name, "status": status, "reason": e.error, "class": e.error_class, "flags": [],
+    return {"name": e.name, "status": status, "reason": e.error, "code": "", "class": e.error_class, "flags": [],
             "claimed_speedup": e.claimed, "claimed_speedup_compile": e.claimed_compile,
             "speedup_vs_eager": None, "speedup_vs_compile": None, "torch_fallback": False, "lint": []}
 
@@ -103,7 +103,7 @@ def not_judged_row(e: Entry) -> dict:
 def judged_row(e: Entry, key: str, res: EvalResult, conf: Confirmation | None, lint: list[str]) -> dict:
     """A judged kernel's row: the confirmed figures where there are some; a kernel a confirming
     process found wrong takes that process's status and reason."""
-    status, reason = res.status.value, res.reason
+    status, reason, code = res.status.value, res.reason, res.code
     vs_eager, vs_compile, ms, eager_ms = res.speedup_vs_eager, res.speedup_vs_compile, res.candidate_ms, res.eager_ms
     if conf is not None:
         vs_eager, vs_compile = conf.speedup_vs_eager, conf.speedup_vs_compile
@@ -112,9 +112,10 @@ def judged_row(e: Entry, key: str, res: EvalResult, conf: Confirmation | None, l
         else:
             bad = next((s for s in conf.statuses if s != "correct"), "crashed")
             status, reason = bad, "not confirmed: " + conf.reason.split(": ", 1)[-1]
+            code = conf.code  # "" from an older confirmation: its reason is classified by phrase
     return {
-        "name": e.name, "status": status, "reason": reason,
-        "class": classify_reason(status, reason.removeprefix("not confirmed: "), res.flags),
+        "name": e.name, "status": status, "reason": reason, "code": code,
+        "class": classify_code(status, code, reason.removeprefix("not confirmed: "), res.flags),
         "flags": list(res.flags), "claimed_speedup": e.claimed, "claimed_speedup_compile": e.claimed_compile,
         "speedup_vs_eager": vs_eager, "speedup_vs_compile": vs_compile,
         "torch_fallback": "torch_fallback" in res.flags, "lint": lint,
@@ -124,7 +125,7 @@ def judged_row(e: Entry, key: str, res: EvalResult, conf: Confirmation | None, l
         "confirmed_processes": conf.processes if conf is not None else 0,
         "notes": [x for x in res.errors if "PyTorch" in x or "library" in x][:3],
         # every check it failed (EvalResult.failures, the deciding one first), each with its class
-        "failures": [{**f, "class": classify_reason(f["status"], f["reason"])} for f in res.failures],
+        "failures": [{**f, "class": classify_code(f["status"], f.get("code", ""), f["reason"])} for f in res.failures],
     }
 
 

@@ -48,6 +48,7 @@ class Confirmation:
     compile_ms: float | None = None  # the screening evaluation's (torch.compile is timed once)
     statuses: list[str] = field(default_factory=list)
     reason: str = ""  # why a process did not confirm the kernel correct
+    code: str = ""  # that process's verdict code (records/codes.py); "" if none failed
 
     @property
     def processes(self) -> int:
@@ -120,6 +121,7 @@ def confirm(problem: Problem, candidate: Candidate, config: EvalConfig, processe
         r = evaluate(problem, candidate, cfg, archive=None)
         conf.statuses.append(r.status.value)
         conf.reason = not_confirmed(r)
+        conf.code = r.code if conf.reason else ""
         if conf.reason:
             break
         assert r.candidate_timing is not None and r.eager_timing is not None

@@ -32,6 +32,7 @@ from kernelsearch.executors.dedup import Deduper
 from kernelsearch.executors.job import Job
 from kernelsearch.problems.loader import Problem
 from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.codes import Code
 from kernelsearch.records.result import EvalResult, Status
 
 EvaluateFn = Callable[[Problem, Candidate, EvalConfig, "ResultStore | None"], EvalResult]
@@ -221,7 +222,7 @@ class Executor(ABC):
 
 def crashed_result(job: Job, reason: str, gpu: int | None = None) -> EvalResult:
     """A result for a job whose evaluation itself failed (not the candidate's verdict)."""
-    return new_result(job.problem, job.candidate, job.config, Status.CRASHED, reason[:500],
+    return new_result(job.problem, job.candidate, job.config, Status.CRASHED, reason[:500], code=Code.HARNESS_ERROR.value,
                       seed=job.config.seed, gpu=gpu, eval_s=0.0)
 
 

@@ -12,7 +12,7 @@ A role is what a worker process does (``candidate``, ``judge``, ...). Its owner 
 here with the function that runs it; the parent hands the function's name to the worker with
 the job, so the worker's entry point knows no role by name and imports no role's package.
 
-Only the standard library here: this module is the bottom floor that both sides import.
+Only the standard library and records.codes here: this module is the bottom floor that both sides import.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
+
+from kernelsearch.records.codes import parse as parse_code
 
 
 class Kind(str, Enum):
@@ -75,7 +77,8 @@ _ORDER = {"file": str, "outcome": str, "input": int, "attempts": int, "call_ms":
 
 FIELDS: dict[Kind, Fields] = {
     Kind.PHASE: Fields({"phase": str}),
-    Kind.ERROR: Fields({"phase": str, "kind": str, "message": str}, {"traceback": str}),
+    # "code" (records/codes.py): required with kind "rejected", what the guard that failed names
+    Kind.ERROR: Fields({"phase": str, "kind": str, "message": str}, {"traceback": str, "code": str}),
     Kind.DONE: Fields({}),
     Kind.BUILT: Fields({"seconds": _NUM, "device_name": str, "torch_version": str}),
     Kind.HANDOVER: Fields({"note": str}),
@@ -129,6 +132,9 @@ def payload_error(kind: Kind, payload: Mapping[str, Any]) -> str:
         if not _is(value, want):
             return (f"'{kind.value}' message whose '{name}' is {type(value).__name__}, "
                     f"not {_type_name(want)}")
+    if kind is Kind.ERROR and (payload.get("kind") == "rejected" or "code" in payload):
+        if not parse_code(payload.get("code")):  # Code.NONE ("") names no failure
+            return f"'{kind.value}' message of kind {str(payload.get('kind'))[:40]!r} without a verdict code"
     return ""
 
 

@@ -102,6 +102,9 @@ class EvalResult:
     device: str
     status: Status
     reason: str
+    # the code of the check that decided ``status`` (records/codes.py; "" when correct): what
+    # programs read, where ``reason`` is prose that may be reworded
+    code: str = ""
     device_name: str = ""
     torch_version: str = ""
     flags: list[str] = field(default_factory=list)
@@ -138,7 +141,7 @@ class EvalResult:
     # where the evaluation's wall time went, by the parent's clock: "prepare", then
     # "candidate <phase>" and "judge <phase>" for each phase its workers announced
     phase_s: dict[str, float] = field(default_factory=dict)
-    # every check the candidate failed, each {"status", "reason"}, in the order the verdict weighs
+    # every check the candidate failed, each {"status", "code", "reason"}, in the order the verdict weighs
     # them: the first decided ``status`` (a rejection before wrong values before a crash; see
     # docs/judging.md). A check that stops the run (the screen, a guard in the worker) is
     # the only one; after a run to its end, all of them: a kernel rejected for an impossible
@@ -170,6 +173,7 @@ class EvalResult:
         return {
             "status": self.status.value,
             "reason": self.reason,
+            "code": self.code,
             "problem": self.problem,
             "problem_id": self.problem_id,
             "candidate_id": self.candidate_id,
@@ -222,6 +226,7 @@ class EvalResult:
             device=d["device"],
             status=Status(d["status"]),
             reason=d["reason"],
+            code=str(d.get("code") or ""),
             device_name=d.get("device_name", ""),
             torch_version=d.get("torch_version", ""),
             flags=list(d.get("flags", [])),

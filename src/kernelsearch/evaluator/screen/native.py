@@ -11,6 +11,20 @@ from __future__ import annotations
 import ast
 import re
 
+from kernelsearch.records.codes import Code
+
+
+class Finding(str):
+    """A screen rule's reason to reject, carrying the rule's verdict code (records/codes.py):
+    a ``str``, so a rule reads as its reason; "" (a plain str) is no finding."""
+
+    code: Code
+
+    def __new__(cls, code: Code, reason: str) -> Finding:
+        obj = super().__new__(cls, reason)
+        obj.code = code
+        return obj
+
 # Creating or selecting a stream other than the caller's current one.
 _SIDE_STREAM = re.compile(
     r"\b(cudaStreamCreate\w*|getStreamFromPool|getStreamFromExternal|cublasSetStream\w*|cudnnSetStream|"
@@ -107,14 +121,15 @@ def _strip_comments(code: str) -> str:
     return re.sub(r"//[^\n]*", " ", code)
 
 
-def native_reject(sources: list[str]) -> str:
-    """A reason to reject the candidate for what its C++/CUDA does, or ""."""
+def native_reject(sources: list[str]) -> Finding | str:
+    """A reason to reject the candidate for what its C++/CUDA does (with its code), or ""."""
     code = _strip_comments("\n".join(sources))
     if m := _L2_PERSIST.search(code):
-        return f"C++ source sets an L2 persisting-cache window ({m.group(1)}): inputs stay cached between timed calls"
+        return Finding(Code.CACHE_WARMING, f"C++ source sets an L2 persisting-cache window ({m.group(1)}): inputs "
+                       "stay cached between timed calls")
     if (m := _SIDE_STREAM.search(code)) and not _STREAM_SYNC.search(code):
-        return (f"C++ source uses a side CUDA stream ({m.group(1)}) and never synchronises it with the caller's "
-                "stream: work would escape the timer")
+        return Finding(Code.STREAM_RACE, f"C++ source uses a side CUDA stream ({m.group(1)}) and never synchronises "
+                       "it with the caller's stream: work would escape the timer")
     return ""
 
 

@@ -12,12 +12,14 @@ import ast
 from dataclasses import dataclass, field
 
 from kernelsearch.evaluator.screen.native import (
+    Finding,
     defined_kernels,
     extension_builds,
     native_compute,
     native_reject,
     native_sources,
 )
+from kernelsearch.records.codes import Code
 
 # Modules whose use in a candidate means background work, escape from the worker, or
 # reaching around the harness.
@@ -53,6 +55,9 @@ FORBIDDEN_MODULES = {
     "builtins": "reaches the interpreter's builtins",
     "kernelsearch": "imports the harness",
 }
+
+# the modules above whose use is background work (code THREAD); the rest are FORBIDDEN_ACCESS
+_MODULE_CODES = {m: Code.THREAD for m in ("threading", "_thread", "concurrent", "asyncio")}
 
 # Dotted names (and everything below them) a candidate may not touch, even through an alias.
 FORBIDDEN_NAMES = {
@@ -151,10 +156,16 @@ TORCH_MODULES = {
 @dataclass
 class ScreenResult:
     reject: str = ""  # non-empty: the candidate is rejected with this reason
+    code: Code = Code.NONE  # the rejecting rule's verdict code (records/codes.py)
     syntax_error: str = ""
     flags: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     kernels: list[str] = field(default_factory=list)  # CUDA/Triton kernels the source defines
+
+    def rejected(self, found: Finding) -> ScreenResult:
+        """This result, rejected by the rule that found ``found`` (its reason and code)."""
+        self.reject, self.code = str(found), found.code
+        return self
 
 
 def screen(source: str) -> ScreenResult:
@@ -167,32 +178,27 @@ def screen(source: str) -> ScreenResult:
     classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     model_new = classes.get("ModelNew")
     if model_new is None:
-        res.reject = "no class ModelNew defined"
-        return res
+        return res.rejected(Finding(Code.NO_MODEL_NEW, "no class ModelNew defined"))
     for base in model_new.bases:
         if isinstance(base, ast.Name) and base.id == "Model":
-            res.reject = "ModelNew subclasses the reference Model"
-            return res
+            return res.rejected(Finding(Code.TORCH_FALLBACK, "ModelNew subclasses the reference Model"))
     names = _Names(tree)
-    res.reject = _reach_rules(tree, names) or _patch_rules(tree, names) or _tensor_rules(tree, names)
-    if res.reject:
-        return res
+    if found := _reach_rules(tree, names) or _patch_rules(tree, names) or _tensor_rules(tree, names):
+        return res.rejected(found)
     forward = next(
         (f for f in model_new.body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None
     )
     if forward is None:
-        res.reject = "ModelNew has no forward method"
-        return res
+        return res.rejected(Finding(Code.NO_MODEL_NEW, "ModelNew has no forward method"))
     sources = native_sources(tree)
     res.kernels = defined_kernels(sources, source)
-    res.reject = _stream_rule(tree, names) or native_reject(sources) or _shape_dispatch(model_new)
-    if res.reject:
-        return res
+    if found := _stream_rule(tree, names) or native_reject(sources) or _shape_dispatch(model_new):
+        return res.rejected(found)
     if _has_torch_fallback_handler(forward):
         res.flags.append("exception_fallback")
         res.notes.append("forward catches an exception and calls PyTorch compute in the handler")
-        res.reject = "forward falls back to PyTorch compute in an exception handler"
-        return res
+        return res.rejected(Finding(Code.EXCEPTION_FALLBACK,
+                                    "forward falls back to PyTorch compute in an exception handler"))
     uses = _torch_compute_on_forward(model_new, forward)
     if uses:
         res.flags.append("torch_fallback")
@@ -276,13 +282,22 @@ def _under(name: str, table: dict[str, str] | set[str]) -> str:
     return ""
 
 
+def _name_code(key: str) -> Code:
+    """The code of a FORBIDDEN_NAMES entry: background work, a torch mode, or forbidden access."""
+    if key.startswith(("torch.jit", "torch.futures")):
+        return Code.THREAD
+    if key.startswith(("torch.overrides", "torch.utils._python_dispatch", "torch._C._push_on_torch_function")):
+        return Code.TENSOR_SUBCLASS
+    return Code.FORBIDDEN_ACCESS
+
+
 def _docstrings(tree: ast.Module) -> set[int]:
     return {id(n.body[0].value) for n in ast.walk(tree)
             if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
             and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
 
 
-def _reach_rules(tree: ast.Module, names: _Names) -> str:
+def _reach_rules(tree: ast.Module, names: _Names) -> Finding | str:
     """Imports, calls and names that reach outside the candidate's own computation."""
     prose = _docstrings(tree)
     build_dirs = _build_directories(tree)
@@ -293,44 +308,47 @@ def _reach_rules(tree: ast.Module, names: _Names) -> str:
         elif isinstance(node, ast.ImportFrom):
             mods = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names if node.module]
         elif isinstance(node, ast.Call) and _dotted(node.func) in ("__import__", "importlib.import_module"):
-            return "dynamic import"
+            return Finding(Code.FORBIDDEN_ACCESS, "dynamic import")
         for m in mods:
             top = m.split(".")[0]
             if top in FORBIDDEN_MODULES:
-                return f"imports {m}: {FORBIDDEN_MODULES[top]}"
+                return Finding(_MODULE_CODES.get(top, Code.FORBIDDEN_ACCESS), f"imports {m}: {FORBIDDEN_MODULES[top]}")
             if top.startswith("ks_"):
-                return f"imports {m}: the harness's own copy of the problem (reference outputs and inputs)"
+                return Finding(Code.FORBIDDEN_ACCESS,
+                               f"imports {m}: the harness's own copy of the problem (reference outputs and inputs)")
             if key := _under(m, FORBIDDEN_NAMES):
-                return f"imports {m}: {FORBIDDEN_NAMES[key]}"
+                return Finding(_name_code(key), f"imports {m}: {FORBIDDEN_NAMES[key]}")
         if isinstance(node, (ast.Attribute, ast.Name)):
             if isinstance(node, ast.Attribute) and node.attr in _INTROSPECTION_ATTRS:
-                return f"uses .{node.attr}: introspects the interpreter or the harness"
+                return Finding(Code.FORBIDDEN_ACCESS, f"uses .{node.attr}: introspects the interpreter or the harness")
             if isinstance(node, ast.Name) and node.id in ("__builtins__",):
-                return "uses __builtins__: reaches the interpreter's builtins"
+                return Finding(Code.FORBIDDEN_ACCESS, "uses __builtins__: reaches the interpreter's builtins")
             full = names.canonical(node)
             if full and (key := _under(full, FORBIDDEN_NAMES)):
-                return f"uses {full}: {FORBIDDEN_NAMES[key]}"
+                return Finding(_name_code(key), f"uses {full}: {FORBIDDEN_NAMES[key]}")
         if isinstance(node, ast.Call):
             full = names.canonical(node.func) or _dotted(node.func)
             if full == "getattr" and len(node.args) >= 2 and names.is_module_root(node.args[0]):
                 attr = node.args[1]
                 if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
-                    return f"calls getattr() on {names.canonical(node.args[0])} with a computed name: hides what it uses"
+                    return Finding(Code.FORBIDDEN_ACCESS, f"calls getattr() on {names.canonical(node.args[0])} with a "
+                                   "computed name: hides what it uses")
                 full = f"{names.canonical(node.args[0])}.{attr.value}"
                 if key := _under(full, FORBIDDEN_NAMES):
-                    return f"uses {full}: {FORBIDDEN_NAMES[key]}"
+                    return Finding(_name_code(key), f"uses {full}: {FORBIDDEN_NAMES[key]}")
             if isinstance(node.func, ast.Name) and node.func.id in _CODE_CALLS and node.func.id not in names.alias:
-                return f"calls {node.func.id}(): {_CODE_CALLS[node.func.id]}"
+                return Finding(Code.FORBIDDEN_ACCESS, f"calls {node.func.id}(): {_CODE_CALLS[node.func.id]}")
             if full in _FILE_CALLS and not (full in _BUILD_DIR_CALLS and _makes_build_dir(node, build_dirs)):
-                return f"calls {full}(): accesses files"
+                return Finding(Code.FORBIDDEN_ACCESS, f"calls {full}(): accesses files")
             if isinstance(node.func, ast.Attribute) and node.func.attr in _FILE_METHODS:
-                return f"calls .{node.func.attr}(): accesses files"
+                return Finding(Code.FORBIDDEN_ACCESS, f"calls .{node.func.attr}(): accesses files")
             if full in _PROCESS_CALLS or full.startswith(_PROCESS_PREFIXES):
-                return f"calls {full}(): runs other programs or processes"
+                return Finding(Code.FORBIDDEN_ACCESS, f"calls {full}(): runs other programs or processes")
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
             text = node.value
             if text.startswith("/proc") or "/proc/" in text or text.startswith("/dev/mem"):
-                return f"refers to {text[:40]!r}: reads process memory or state from /proc"
+                return Finding(Code.FORBIDDEN_ACCESS,
+                               f"refers to {text[:40]!r}: reads process memory or state from /proc")
     return ""
 
 
@@ -348,16 +366,16 @@ def _makes_build_dir(call: ast.Call, build_dirs: set[str]) -> bool:
     return bool(call.args) and ast.dump(call.args[0]) in build_dirs
 
 
-def _patch_rules(tree: ast.Module, names: _Names) -> str:
+def _patch_rules(tree: ast.Module, names: _Names) -> Finding | str:
     """Assignments into modules (timers, torch, the harness) and setattr on them."""
 
-    def target_reason(t: ast.expr) -> str:
+    def target_reason(t: ast.expr) -> Finding | str:
         if isinstance(t, (ast.Tuple, ast.List)):
             return next((r for e in t.elts if (r := target_reason(e))), "")
         if isinstance(t, ast.Starred):
             return target_reason(t.value)
         if isinstance(t, ast.Attribute) and t.attr == "__class__":
-            return "assigns to __class__: turns a tensor into another type"
+            return Finding(Code.TENSOR_SUBCLASS, "assigns to __class__: turns a tensor into another type")
         if isinstance(t, (ast.Attribute, ast.Subscript)):
             base = t if isinstance(t, ast.Attribute) else t.value
             if names.is_module_root(base):
@@ -365,7 +383,8 @@ def _patch_rules(tree: ast.Module, names: _Names) -> str:
                 build_setting = (full == "os.environ" and isinstance(t, ast.Subscript)
                                  and isinstance(t.slice, ast.Constant) and t.slice.value in _BUILD_SETTINGS)
                 if not full.startswith(_CONFIG_PREFIXES) and not build_setting:
-                    return f"assigns to {full}: patches a module (timer, torch or harness) at run time"
+                    code = Code.FORBIDDEN_ACCESS if full == "os.environ" else Code.PATCHING  # environment writes reach out
+                    return Finding(code, f"assigns to {full}: patches a module (timer, torch or harness) at run time")
         return ""
 
     for node in ast.walk(tree):
@@ -381,28 +400,30 @@ def _patch_rules(tree: ast.Module, names: _Names) -> str:
                 return why
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
             if node.args and names.is_module_root(node.args[0]):
-                return f"calls {node.func.id}() on {names.canonical(node.args[0])}: patches a module at run time"
+                return Finding(Code.PATCHING, f"calls {node.func.id}() on {names.canonical(node.args[0])}: patches a "
+                               "module at run time")
     return ""
 
 
-def _tensor_rules(tree: ast.Module, names: _Names) -> str:
+def _tensor_rules(tree: ast.Module, names: _Names) -> Finding | str:
     """Tensor subclasses and torch modes: a lazy tensor can defer work into the checker."""
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
             for base in node.bases:
                 full = names.canonical(base) or _dotted(base)
                 if full.rpartition(".")[2] in ("Tensor", "Parameter", "TensorBase"):
-                    return f"class {node.name} subclasses {full}: a Tensor subclass can defer or fake work"
+                    return Finding(Code.TENSOR_SUBCLASS,
+                                   f"class {node.name} subclasses {full}: a Tensor subclass can defer or fake work")
         if isinstance(node, ast.FunctionDef) and node.name in _MODE_NAMES:
-            return f"defines {node.name}: intercepts torch calls"
+            return Finding(Code.TENSOR_SUBCLASS, f"defines {node.name}: intercepts torch calls")
         if isinstance(node, ast.Attribute) and (node.attr in _SUBCLASS_CALLS or node.attr in _MODE_NAMES):
-            return f"uses {node.attr}: builds Tensor subclasses or torch modes"
+            return Finding(Code.TENSOR_SUBCLASS, f"uses {node.attr}: builds Tensor subclasses or torch modes")
         if isinstance(node, ast.Name) and node.id in _MODE_NAMES:
-            return f"uses {node.id}: intercepts torch calls"
+            return Finding(Code.TENSOR_SUBCLASS, f"uses {node.id}: intercepts torch calls")
     return ""
 
 
-def _stream_rule(tree: ast.Module, names: _Names) -> str:
+def _stream_rule(tree: ast.Module, names: _Names) -> Finding | str:
     """A side stream is fine only if the current stream is made to wait for it."""
     used = ""
     synced = False
@@ -414,7 +435,8 @@ def _stream_rule(tree: ast.Module, names: _Names) -> str:
             if isinstance(node, ast.Attribute) and node.attr in _STREAM_SYNC_ATTRS:
                 synced = True
     if used and not synced:
-        return f"uses {used} without wait_stream/wait_event/synchronize: work on a side stream escapes the timer"
+        return Finding(Code.STREAM_RACE, f"uses {used} without wait_stream/wait_event/synchronize: work on a side "
+                       "stream escapes the timer")
     return ""
 
 
@@ -443,7 +465,7 @@ def _big_literal(node: ast.expr) -> int | None:
     return None
 
 
-def _shape_dispatch(cls: ast.ClassDef) -> str:
+def _shape_dispatch(cls: ast.ClassDef) -> Finding | str:
     """Equality tests of a shape against literals: a path taken only at the benchmarked size."""
     for fn in (f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name != "__init__"):
         derived: set[str] = set()
@@ -462,8 +484,8 @@ def _shape_dispatch(cls: ast.ClassDef) -> str:
                 for s, lit in ((a, b), (b, a)):
                     value = _big_literal(lit)
                     if value is not None and _shape_expr(s, derived):
-                        return (f"hard-coded shape dispatch in {fn.name}: compares {ast.unparse(s)} with {value} "
-                                "(a path taken only at the benchmarked size)")
+                        return Finding(Code.SHAPE_DISPATCH, f"hard-coded shape dispatch in {fn.name}: compares "
+                                       f"{ast.unparse(s)} with {value} (a path taken only at the benchmarked size)")
     return ""
 
 

@@ -19,6 +19,8 @@ from kernelsearch.evaluator.timing.library import library_share
 from kernelsearch.evaluator.verdict.protocol import protocol_violation
 from kernelsearch.evaluator.verdict.roofline import impossible
 from kernelsearch.evaluator.verdict.weights import init_difference
+from kernelsearch.records.codes import Code
+from kernelsearch.records.codes import parse as parse_code
 from kernelsearch.records.protocol import Kind
 from kernelsearch.records.result import EvalResult, Status, TimingStats, TrialCheck
 
@@ -47,18 +49,22 @@ BUILD_KILLS = ("timeout:build", "memory", "output", "processes")
 
 @dataclass(frozen=True)
 class Verdict:
-    """A status and why; ``log`` is the build or crash log that goes with a candidate's failure."""
+    """A status and why; ``log`` is the build or crash log that goes with a candidate's failure;
+    ``code`` names the check that failed (records/codes.py; ``Code.NONE`` only for correct)."""
 
     status: Status
     reason: str
     log: str = ""
     limit: int = REASON_LIMIT
+    code: Code = Code.NONE
 
 
-def set_verdict(res: EvalResult, status: Status, reason: str, limit: int = REASON_LIMIT) -> EvalResult:
+def set_verdict(res: EvalResult, status: Status, reason: str, limit: int = REASON_LIMIT,
+                code: Code = Code.NONE) -> EvalResult:
     """Write a verdict into ``res``: the reason's first line, at most ``limit`` characters (the
-    status's name when there is none)."""
+    status's name when there is none), and its code ("" for a correct one)."""
     res.status, res.reason = status, reason.strip().splitlines()[0][:limit] if reason.strip() else status.value
+    res.code = "" if status is Status.CORRECT else Code(code).value
     return res
 
 
@@ -78,13 +84,14 @@ def conclude(res: EvalResult, verdicts: list[Verdict | None]) -> EvalResult:
     its status and reason; no failure leaves ``res`` as it is."""
     failed = sorted((v for v in verdicts if v is not None and v.status is not Status.CORRECT),
                     key=lambda v: _PRECEDENCE.get(v.status, 2))  # stable: in order of the run among equals
-    res.failures = [{"status": v.status.value, "reason": v.reason.strip()[:v.limit]} for v in failed]
+    res.failures = [{"status": v.status.value, "code": Code(v.code).value, "reason": v.reason.strip()[:v.limit]}
+                    for v in failed]
     decisive = failed[0] if failed else next((v for v in verdicts if v is not None), None)
     if decisive is None:
         return res
     if decisive.log:
         res.build_log = decisive.log
-    return set_verdict(res, decisive.status, decisive.reason, decisive.limit)
+    return set_verdict(res, decisive.status, decisive.reason, decisive.limit, decisive.code)
 
 
 # -- before any worker runs ---------------------------------------------------------------
@@ -92,21 +99,23 @@ def conclude(res: EvalResult, verdicts: list[Verdict | None]) -> EvalResult:
 def screen_verdict(sc: ScreenResult, backend: str, config: EvalConfig, backends: tuple[str, ...]) -> Verdict | None:
     """The static screen's verdict (``backends``: those the device runs), or None to go on."""
     if sc.syntax_error:
-        return Verdict(Status.COMPILE_ERROR, sc.syntax_error)
+        return Verdict(Status.COMPILE_ERROR, sc.syntax_error, code=Code.BUILD_FAILURE)
     if sc.reject and config.static_screen:
-        return Verdict(Status.REJECTED, sc.reject)
+        return Verdict(Status.REJECTED, sc.reject, code=sc.code)
     if backend not in backends:
-        return Verdict(Status.REJECTED, f"a {backend} candidate cannot run on the {config.device} device")
+        return Verdict(Status.REJECTED, f"a {backend} candidate cannot run on the {config.device} device",
+                       code=Code.WRONG_DEVICE_BACKEND)
     if config.torch_fallback == "reject" and config.static_screen and (
             "torch_fallback" in sc.flags or "exception_fallback" in sc.flags):
-        return Verdict(Status.REJECTED, "uses PyTorch compute on the forward path: " + "; ".join(sc.notes))
+        return Verdict(Status.REJECTED, "uses PyTorch compute on the forward path: " + "; ".join(sc.notes),
+                       code=Code.TORCH_FALLBACK)
     return None
 
 
 def too_large(why: str) -> Verdict | None:
     """A problem the device cannot hold (evaluator/feasibility.py says why): ``crashed``, the
     status the memory watchdog's kill would give, without waiting for it."""
-    return Verdict(Status.CRASHED, why) if why else None
+    return Verdict(Status.CRASHED, why, code=Code.TOO_LARGE) if why else None
 
 
 # -- the candidate worker ----------------------------------------------------------------
@@ -115,36 +124,42 @@ def candidate_failure(out: WorkerOutcome, limits: Limits) -> Verdict | None:
     """What happened to the candidate's worker (or a build worker run the same way), as a
     verdict with its log; None if it finished."""
     if out.killed == "processes":
-        return Verdict(Status.CRASHED, f"exceeded the process limit of {limits.max_tasks} tasks (processes + threads)")
+        return Verdict(Status.CRASHED, f"exceeded the process limit of {limits.max_tasks} tasks (processes + threads)",
+                       code=Code.PROCESS_LIMIT)
     if out.killed == "sandbox":
-        return Verdict(Status.CRASHED, out.output)
+        return Verdict(Status.CRASHED, out.output, code=Code.SANDBOX_FAILURE)
     if out.killed.startswith("timeout:"):
         phase = out.killed.split(":", 1)[1]
         timeouts = limits.candidate_timeouts()
         limit = timeouts.get(phase, timeouts["default"])
         limit += limits.build_timeout_s if phase == "total" else 0
         what = {"build": "build", "start": "worker start-up"}.get(phase, "run")
-        return Verdict(Status.TIMEOUT, f"{what} did not finish within {limit:g} s (phase: {phase})")
+        return Verdict(Status.TIMEOUT, f"{what} did not finish within {limit:g} s (phase: {phase})", code=Code.TIMEOUT)
     if out.killed == "memory":
-        return Verdict(Status.CRASHED, f"exceeded the memory limit of {limits.memory_bytes / 2**30:g} GiB")
+        return Verdict(Status.CRASHED, f"exceeded the memory limit of {limits.memory_bytes / 2**30:g} GiB",
+                       code=Code.MEMORY_LIMIT)
     if out.killed == "output":
-        return Verdict(Status.CRASHED, f"printed more than {limits.output_bytes / 2**20:g} MiB of output")
+        return Verdict(Status.CRASHED, f"printed more than {limits.output_bytes / 2**20:g} MiB of output",
+                       code=Code.OUTPUT_LIMIT)
     if out.killed == "channel":
-        return Verdict(Status.CRASHED, "wrote garbage to the result channel")
+        return Verdict(Status.CRASHED, "wrote garbage to the result channel", code=Code.CHANNEL_GARBAGE)
     err = out.first(Kind.ERROR)
     if err is not None:
         kind = err.get("kind")
         msg = str(err.get("message", ""))
         log = excerpt(msg + "\n" + str(err.get("traceback", "")))
+        sent = parse_code(err.get("code"))  # the code the worker's failed check named
         if kind == "compile_error":
-            return Verdict(Status.COMPILE_ERROR, "build failed: " + first_compiler_error(msg), log)
-        if kind == "rejected":
-            return Verdict(Status.REJECTED, msg, log)
+            return Verdict(Status.COMPILE_ERROR, "build failed: " + first_compiler_error(msg), log,
+                           code=Code.BUILD_FAILURE)
+        if kind == "rejected":  # the protocol refuses a rejection without a code; rejected whatever it names
+            return Verdict(Status.REJECTED, msg, log, code=sent or Code.FORGED_REPORT)
         if kind == "harness_error":
-            return Verdict(Status.CRASHED, f"worker failed outside the candidate: {msg}", log)
+            return Verdict(Status.CRASHED, f"worker failed outside the candidate: {msg}", log, code=Code.HARNESS_ERROR)
         if kind == "problem_error":  # the problem's get_inputs()/get_init_inputs() raised: not the candidate's fault
-            return Verdict(Status.CRASHED, msg, log)
-        return Verdict(Status.RUNTIME_ERROR, f"{err.get('phase')}: {msg}", log)
+            return Verdict(Status.CRASHED, msg, log, code=Code.PROBLEM_ERROR)
+        code = sent if sent is Code.SANDBOX_DENIED else Code.RUNTIME_ERROR  # no other code passes for a raise
+        return Verdict(Status.RUNTIME_ERROR, f"{err.get('phase')}: {msg}", log, code=code)
     if out.first(Kind.DONE) is not None:
         return None
     rc = out.returncode
@@ -154,9 +169,10 @@ def candidate_failure(out: WorkerOutcome, limits: Limits) -> Verdict | None:
             name = f"{sig.name} ({SIGNALS.get(sig, 'signal')})"
         except ValueError:
             name = f"signal {-rc}"
-        return Verdict(Status.CRASHED, f"worker killed by {name} during {out.phase}", excerpt(out.output))
+        return Verdict(Status.CRASHED, f"worker killed by {name} during {out.phase}", excerpt(out.output),
+                       code=Code.SIGNAL)
     return Verdict(Status.CRASHED, f"worker exited with code {rc} during {out.phase} before reporting",
-                   excerpt(out.output))
+                   excerpt(out.output), code=Code.WORKER_EXIT)
 
 
 def build_failure(out: WorkerOutcome | None, limits: Limits) -> Verdict | None:
@@ -179,7 +195,7 @@ def forged(messages: list[dict], trials: int, timing: TimingConfig, n_timing: in
     """A report the harness could not have sent (verdict/protocol.py; ``refused``: why the parent
     refused a message on receipt, records/protocol.py): ``rejected``."""
     why = protocol_violation(messages, trials, timing, n_timing, n_order, refused=refused)
-    return Verdict(Status.REJECTED, why) if why else None
+    return Verdict(Status.REJECTED, why, code=Code.FORGED_REPORT) if why else None
 
 
 def observed_torch_compute(cand: WorkerOutcome, res: EvalResult) -> str:
@@ -215,7 +231,8 @@ def fallback_verdict(cand: WorkerOutcome, res: EvalResult, policy: str) -> Verdi
     under the ``reject`` policy."""
     seen = "; ".join(filter(None, (observed_torch_compute(cand, res), library_compute(cand, res))))
     if seen and policy == "reject":
-        return Verdict(Status.REJECTED, "uses PyTorch compute on the forward path (seen while it ran: " + seen + ")")
+        return Verdict(Status.REJECTED, "uses PyTorch compute on the forward path (seen while it ran: " + seen + ")",
+                       code=Code.TORCH_FALLBACK)
     return None
 
 
@@ -226,19 +243,21 @@ def valid_samples(samples: object) -> bool:
 
 def no_timings(samples: object) -> Verdict | None:
     """Timings that are not a list of positive finite figures: ``crashed``."""
-    return None if valid_samples(samples) else Verdict(Status.CRASHED, "worker reported no valid timings")
+    return None if valid_samples(samples) else Verdict(Status.CRASHED, "worker reported no valid timings",
+                                                       code=Code.NO_TIMINGS)
 
 
 def too_fast(samples: list[float], problem: Problem, device: str, device_name: str) -> Verdict | None:
     """A median under the device's roofline floor (verdict/roofline.py): ``rejected``."""
     why = impossible(samples, problem, device, device_name)
-    return Verdict(Status.REJECTED, why) if why else None
+    return Verdict(Status.REJECTED, why, code=Code.IMPOSSIBLE_TIME) if why else None
 
 
 # -- the judge ----------------------------------------------------------------------------
 
 def handover_failure(error: OSError) -> Verdict:
-    return Verdict(Status.CRASHED, f"the outputs in device memory could not be passed to the judge: {error}")
+    return Verdict(Status.CRASHED, f"the outputs in device memory could not be passed to the judge: {error}",
+                   code=Code.HANDOVER_FAILURE)
 
 
 def judge_failure(judge: WorkerOutcome) -> Verdict | None:
@@ -248,8 +267,8 @@ def judge_failure(judge: WorkerOutcome) -> Verdict | None:
     err = judge.first(Kind.ERROR) or {}
     why = err.get("message") or judge.killed or judge.protocol_error or f"exit code {judge.returncode}"
     if err.get("kind") == "problem_error":  # the problem's input functions raised, as in the candidate's worker
-        return Verdict(Status.CRASHED, str(why)[:REASON_LIMIT])
-    return Verdict(Status.CRASHED, f"the judge (reference) failed: {why}"[:REASON_LIMIT])
+        return Verdict(Status.CRASHED, str(why)[:REASON_LIMIT], code=Code.PROBLEM_ERROR)
+    return Verdict(Status.CRASHED, f"the judge (reference) failed: {why}"[:REASON_LIMIT], code=Code.REFERENCE_FAILED)
 
 
 def judge_checks(judge: WorkerOutcome) -> list[TrialCheck]:
@@ -271,15 +290,17 @@ def checks_verdict(checks: list[TrialCheck], expected: int, mutated: list[dict],
     fewer checks than outputs is ``crashed``; None when every output passed."""
     if mutated:
         args = sorted({i for m in mutated for i in m["mutated_inputs"]})
-        return Verdict(Status.INCORRECT, f"forward modified its input argument(s) {args}")
+        return Verdict(Status.INCORRECT, f"forward modified its input argument(s) {args}", code=Code.INPUT_MUTATION)
     failed = [c for c in checks if not c.ok]
     if failed:  # before the count: a trial that failed leaves checks that build on it undone
         first = failed[0]
         hint = init_difference(cand_digest, judge_digest)
+        # the stream-order call's snapshot (judge/run.py's tag): work the caller's stream did not wait for
+        code = Code.UNORDERED_OUTPUT if first.tag == "stream order" else Code.WRONG_VALUES
         return Verdict(Status.INCORRECT, f"{first.tag}: {first.reason[:300]}" + (f" ({hint})" if hint else ""),
-                       limit=FAILED_CHECK_LIMIT)
+                       limit=FAILED_CHECK_LIMIT, code=code)
     if len(checks) < expected:
-        return Verdict(Status.CRASHED, "the judge did not check every output")
+        return Verdict(Status.CRASHED, "the judge did not check every output", code=Code.MISSING_CHECKS)
     return None
 
 
@@ -291,7 +312,7 @@ def profile_mismatch(profile: dict | None, timing: TimingStats | None) -> Verdic
         return None
     if timing.median_ms < 0.5 * busy:
         return Verdict(Status.REJECTED, f"timed at {timing.median_ms:.3g} ms (median), but its kernels kept the GPU "
-                       f"busy for {busy:.3g} ms in a profiled call: work escaped the timer")
+                       f"busy for {busy:.3g} ms in a profiled call: work escaped the timer", code=Code.TIMER_ESCAPE)
     return None
 
 

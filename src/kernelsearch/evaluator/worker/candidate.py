@@ -21,6 +21,8 @@ from kernelsearch.evaluator.worker.common import (
     tail,
     timing_inputs,
 )
+from kernelsearch.records.codes import Code
+from kernelsearch.records.codes import parse as parse_code
 from kernelsearch.records.protocol import Kind
 
 
@@ -51,6 +53,14 @@ def _classify_import_error(e: BaseException) -> str:
     return "runtime_error"
 
 
+def _error_code(kind: str, e: BaseException) -> Code:
+    """The code of a build or run error: a PermissionError is the sandbox refusing an
+    operation (forbidden access seen at run time), not a bug of the kernel's."""
+    if kind == "compile_error":
+        return Code.BUILD_FAILURE
+    return Code.SANDBOX_DENIED if isinstance(e, PermissionError) else Code.RUNTIME_ERROR
+
+
 def _is_compile_exception(e: BaseException) -> bool:
     """Triton, CuTe DSL and TileLang compile on the first call; their compiler's failures are
     compile errors, not runtime ones."""
@@ -77,11 +87,12 @@ def build(job: dict, ch: Channel):
     except BaseException as e:  # noqa: BLE001 - everything the candidate throws is data
         kind = _classify_import_error(e)
         ch.send(Kind.ERROR, phase="build", kind=kind, message=f"{type(e).__name__}: {e}"[:4000],
-                traceback=tail(traceback.format_exc()))
+                traceback=tail(traceback.format_exc()), code=_error_code(kind, e).value)
         return None
     build_s = time.perf_counter() - t0
     if not hasattr(cand, "ModelNew"):
-        ch.send(Kind.ERROR, phase="build", kind="rejected", message="module defines no ModelNew")
+        ch.send(Kind.ERROR, phase="build", kind="rejected", message="module defines no ModelNew",
+                code=Code.NO_MODEL_NEW.value)
         return None
     ch.send(Kind.BUILT, seconds=build_s, device_name=device_name(device), torch_version=torch.__version__)
     return cand
@@ -174,7 +185,8 @@ def run_candidate(job: dict, ch: Channel) -> None:
         elif device == "cpu" and job.get("profile"):
             _profile_cpu(model, make_inputs(problem, job["trial_seeds"][0], device, dist, prec), ch)
     except GuardViolation as e:
-        ch.send(Kind.ERROR, phase=phase, kind="rejected", message=str(e)[:4000])
+        ch.send(Kind.ERROR, phase=phase, kind="rejected", message=str(e)[:4000],
+                code=(parse_code(getattr(e, "code", None)) or Code.RUNTIME_ERROR).value)
         return
     except BaseException as e:  # noqa: BLE001
         if from_problem(e):  # the problem's input functions raised: not the candidate's fault
@@ -182,7 +194,7 @@ def run_candidate(job: dict, ch: Channel) -> None:
             return
         kind = "compile_error" if _is_compile_exception(e) else "runtime_error"
         ch.send(Kind.ERROR, phase=phase, kind=kind, message=f"{type(e).__name__}: {e}"[:4000],
-                traceback=tail(traceback.format_exc()))
+                traceback=tail(traceback.format_exc()), code=_error_code(kind, e).value)
         return
     ch.send(Kind.DONE)
 
@@ -252,8 +264,8 @@ def _profile_check(model, inputs: list, kernel_names: list[str], ch: Channel) ->
     launched = list(prof["kernels"])  # empty: the profiler saw nothing (no CUPTI access), so no verdict
     if kernel_names and launched and not any(re.search(rf"\b{re.escape(n)}\b", k)
                                              for n in kernel_names for k in launched):
-        raise GuardViolation(f"none of the kernels it defines ({', '.join(kernel_names[:4])}) ran on the forward "
-                             f"path; the GPU ran {', '.join(launched[:3])}")
+        raise GuardViolation(Code.NEVER_RAN_KERNEL, f"none of the kernels it defines ({', '.join(kernel_names[:4])}) "
+                             f"ran on the forward path; the GPU ran {', '.join(launched[:3])}")
 
 
 def _profile_cpu(model, inputs: list, ch: Channel) -> None:

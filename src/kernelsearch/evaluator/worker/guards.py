@@ -14,7 +14,8 @@ and timed calls alike, outside the timed region) the worker checks that:
   device-wide synchronise and a pause, and again after the next call (work deferred to another
   stream, a background thread, or batched into the next call).
 
-Any failure raises GuardViolation, which the worker reports as a rejection with the reason.
+Any failure raises GuardViolation with its verdict code (records/codes.py), which the worker
+reports as a rejection with the code and the reason.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from kernelsearch.evaluator.worker.launches import (
     TileLangLaunches,
     TritonLaunches,
 )
+from kernelsearch.records.codes import Code
 
 _SETTLE_S = 0.002  # pause before the second fingerprint: time for stray work to show itself
 _GRACE_S = 0.2  # a thread joined just before return may linger in /proc a moment (more under load)
@@ -46,7 +48,12 @@ _DSL_COUNTERS: dict[str, type[DslLaunches]] = {"cute": CuteLaunches, "tilelang":
 
 
 class GuardViolation(Exception):
-    """A dynamic check failed; the message is the rejection reason."""
+    """A dynamic check failed: ``code`` names the check (the rejection's code), the message is
+    the rejection's reason."""
+
+    def __init__(self, code: Code, message: str):
+        super().__init__(message)
+        self.code = code
 
 
 def _tids() -> set[int]:
@@ -76,21 +83,22 @@ class ThreadWatch:
             time.sleep(0.005)
             new &= _tids()
         if len(new) > allowed:
-            raise GuardViolation(
-                f"{label}: {len(new)} thread(s) started during forward were still running after it returned "
-                "(work outside the timed region)")
+            raise GuardViolation(Code.THREAD, f"{label}: {len(new)} thread(s) started during forward were still "
+                                 "running after it returned (work outside the timed region)")
 
 
 def _check_output(out: object, device: str, label: str) -> None:
     items = out if isinstance(out, (list, tuple)) else [out]
     for o in items:
         if isinstance(o, torch.Tensor) and type(o) not in (torch.Tensor, torch.nn.Parameter):
-            raise GuardViolation(f"{label}: forward returned a Tensor subclass ({type(o).__name__}); "
-                                 "only plain tensors are accepted (a lazy tensor can defer work into the check)")
+            raise GuardViolation(Code.TENSOR_SUBCLASS, f"{label}: forward returned a Tensor subclass "
+                                 f"({type(o).__name__}); only plain tensors are accepted (a lazy tensor can "
+                                 "defer work into the check)")
         if type(o) not in (torch.Tensor, torch.nn.Parameter):
             raise TypeError(f"forward returned {type(o).__name__}, not a plain torch.Tensor")
         if o.device.type != torch.device(device).type:
-            raise GuardViolation(f"{label}: forward returned a tensor on {o.device.type}, not on {device}")
+            raise GuardViolation(Code.WRONG_DEVICE_OUTPUT,
+                                 f"{label}: forward returned a tensor on {o.device.type}, not on {device}")
 
 
 class CallGuard:
@@ -126,7 +134,8 @@ class CallGuard:
     def check_integrity(self, when: str) -> None:
         name = self.integrity.changed() if self.integrity is not None else ""
         if name:
-            raise GuardViolation(f"{name} was replaced {when} (monkey-patching the timer, torch or the harness)")
+            raise GuardViolation(Code.PATCHING,
+                                 f"{name} was replaced {when} (monkey-patching the timer, torch or the harness)")
 
     def before(self) -> None:
         self.threads.before()
@@ -148,8 +157,8 @@ class CallGuard:
             torch.cuda.synchronize()
         time.sleep(_SETTLE_S)
         if fingerprint(out) != fp:
-            raise GuardViolation(f"{label}: the output changed after forward returned (deferred work on another "
-                                 "stream or thread)")
+            raise GuardViolation(Code.STREAM_RACE, f"{label}: the output changed after forward returned (deferred "
+                                 "work on another stream or thread)")
 
     def keep(self, out: object, fp: tuple[int, ...], label: str, limit: int = 2) -> None:
         """Check at the next calls that this output stays as it was returned."""
@@ -158,21 +167,21 @@ class CallGuard:
     def _recheck(self, label: str) -> None:
         for old_label, out, fp in self._kept:
             if fingerprint(out) != fp:
-                raise GuardViolation(f"the output of {old_label} changed during {label} (output buffer reused, "
-                                     "or work deferred into a later call)")
+                raise GuardViolation(Code.OUTPUT_REUSE, f"the output of {old_label} changed during {label} (output "
+                                     "buffer reused, or work deferred into a later call)")
 
     def _check_launches(self, label: str) -> None:
         ext = self.launches
         if ext is None:
             return
         if ext.loads == 0:
-            raise GuardViolation(f"{label}: the candidate declares a {self.backend} kernel but never built or "
-                                 "loaded one; forward runs no kernel of its own")
+            raise GuardViolation(Code.NEVER_RAN_KERNEL, f"{label}: the candidate declares a {self.backend} kernel "
+                                 "but never built or loaded one; forward runs no kernel of its own")
         if ext.functions and ext.count == self._count0:
             names = ", ".join(sorted(set(ext.functions))[:4])
             graph = " nor replayed a CUDA graph that captured it" if self.device == "cuda" else ""
-            raise GuardViolation(f"{label}: forward never called its compiled kernel ({names}){graph}; the work was "
-                                 "done some other way")
+            raise GuardViolation(Code.NEVER_RAN_KERNEL, f"{label}: forward never called its compiled kernel "
+                                 f"({names}){graph}; the work was done some other way")
 
     # time_calls hooks: the same checks on every timed call
     def before_timed(self) -> None:

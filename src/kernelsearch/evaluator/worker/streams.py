@@ -44,6 +44,7 @@ from kernelsearch.evaluator.timing.loop import SideStreams, copy_output, spin_cy
 from kernelsearch.evaluator.timing.streamshim import StreamShim
 from kernelsearch.evaluator.worker.fingerprint import fingerprint
 from kernelsearch.evaluator.worker.guards import GuardViolation
+from kernelsearch.records.codes import Code
 
 _sync = torch.cuda.synchronize
 _Event = torch.cuda.Event
@@ -152,7 +153,7 @@ class StreamOrder:
             new += made
             after(out, "the stream-order call")
             if fingerprint(snap) != fingerprint(out):
-                raise GuardViolation("stream-order call: " + unordered_reason(first, own + made))
+                raise GuardViolation(Code.STREAM_RACE, "stream-order call: " + unordered_reason(first, own + made))
             del out
             if first == "caller":
                 break
@@ -168,8 +169,9 @@ class StreamOrder:
         streams the check relies on."""
         s = _current()
         if s.cuda_stream != _default().cuda_stream:
-            raise GuardViolation(f"the current CUDA stream is not the default stream {when}: the candidate switched "
-                                 "it (torch.cuda.set_stream) and left it so; forward must return on the caller's stream")
+            raise GuardViolation(Code.STREAM_RACE, f"the current CUDA stream is not the default stream {when}: the "
+                                 "candidate switched it (torch.cuda.set_stream) and left it so; forward must return "
+                                 "on the caller's stream")
         return s
 
     def _gate(self) -> tuple[torch.cuda.Stream, SideStreams | None]:
