@@ -16,10 +16,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from kernelsearch.records.result import EvalResult
 
 
 @dataclass(frozen=True)
@@ -140,7 +136,3 @@ def classify_reason(status: str, reason: str, flags: Iterable[str] = ()) -> str:
             return rule.name
     return "other"
 
-
-def classify(result: EvalResult) -> str:
-    """The class of one evaluation's verdict."""
-    return classify_reason(result.status.value, result.reason, result.flags)
