@@ -26,6 +26,7 @@ from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
 from kernelsearch.evaluator.screen.python import screen
 from kernelsearch.records.candidate import DEVICE_BACKENDS, Candidate
+from kernelsearch.records.choices import FALLBACK_FLAGS
 from kernelsearch.records.protocol import Kind
 
 BUILT_MARKER = ".ks-built"
@@ -47,8 +48,8 @@ def needs_build(candidate: Candidate, config: EvalConfig) -> bool:
     sc = screen(candidate.source)
     if sc.syntax_error:
         return False
-    if config.static_screen and (sc.reject or (config.torch_fallback == "reject" and (
-            "torch_fallback" in sc.flags or "exception_fallback" in sc.flags))):
+    if config.static_screen and (sc.reject or (config.torch_fallback == "reject" and any(
+            f in sc.flags for f in FALLBACK_FLAGS))):
         return False
     return True
 

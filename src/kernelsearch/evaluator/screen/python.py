@@ -18,6 +18,7 @@ from kernelsearch.evaluator.screen.native import (
     native_reject,
     native_sources,
 )
+from kernelsearch.records.choices import EXCEPTION_FALLBACK, TORCH_FALLBACK
 
 # Modules whose use in a candidate means background work, escape from the worker, or
 # reaching around the harness.
@@ -189,18 +190,18 @@ def screen(source: str) -> ScreenResult:
     if res.reject:
         return res
     if _has_torch_fallback_handler(forward):
-        res.flags.append("exception_fallback")
+        res.flags.append(EXCEPTION_FALLBACK)
         res.notes.append("forward catches an exception and calls PyTorch compute in the handler")
         res.reject = "forward falls back to PyTorch compute in an exception handler"
         return res
     uses = _torch_compute_on_forward(model_new, forward)
     if uses:
-        res.flags.append("torch_fallback")
+        res.flags.append(TORCH_FALLBACK)
         res.notes.append("forward path calls PyTorch compute: " + ", ".join(sorted(uses)[:8]))
     native = native_compute(sources)
     if native:
-        if "torch_fallback" not in res.flags:
-            res.flags.append("torch_fallback")
+        if TORCH_FALLBACK not in res.flags:
+            res.flags.append(TORCH_FALLBACK)
         res.notes.append("compiled code calls library compute: " + ", ".join(native[:8]))
     return res
 
