@@ -400,7 +400,7 @@ def test_builds_pause_while_a_lane_times(tmp_path):
         return found
 
     quiet = QuietTiming()
-    build = Worker({}, tmp_path / "build", output_bytes=1 << 20, file_bytes=1 << 30)
+    build = Worker(None, tmp_path / "build", output_bytes=1 << 20, file_bytes=1 << 30)
     with build, quiet.building(build):
         a, b = quiet.listener(), quiet.listener()
         a("run")
@@ -505,7 +505,7 @@ def test_a_worker_started_anywhere_moves_onto_the_lanes_cores(tmp_path):
     from kernelsearch.executors.common import usable_cpus
 
     core = usable_cpus()[-1]
-    with Worker({}, tmp_path / "w", output_bytes=1 << 20, file_bytes=1 << 30) as w:
+    with Worker(None, tmp_path / "w", output_bytes=1 << 20, file_bytes=1 << 30) as w:
         time.sleep(2)  # its interpreter has started threads of its own by now
         w.pin([core])
         tasks = [(pid, int(t)) for pid in isolation.members(w.proc.pid, w.cgroup)
