@@ -49,7 +49,7 @@ from kernelsearch.problems.loader import Problem
 from kernelsearch.records.candidate import DEVICE_BACKENDS, Candidate
 from kernelsearch.records.jobs import CandidateJob, JudgeJob
 from kernelsearch.records.protocol import Kind
-from kernelsearch.records.result import EvalResult, Status, TimingStats
+from kernelsearch.records.result import Baselines, EvalResult, Status, TimingStats
 
 
 def host_device_name(device: str) -> str:
@@ -306,7 +306,7 @@ def finish(prep: Prepared, archive: ResultStore | None = None) -> EvalResult:
     if archive is not None and prep.measured is not None:
         stored = prep.measured.put(archive)
         if stored is not None:
-            decide.adopt_baselines(res, stored[1], stored[2])
+            decide.adopt_baselines(res, stored)
     res.eval_s = prep.seconds + time.monotonic() - t0
     if archive is not None:
         archive.add_candidate(prep.candidate, prep.problem)
@@ -333,15 +333,15 @@ def measure_baselines(problem: Problem, config: EvalConfig, archive: BaselineSto
             judge.on_phase = on_phase
             out = _run_judge(judge, job, config)
     info = out.first(Kind.INFO) or {}
-    eager, compiled, compile_error = _baselines_from(out)
-    if out.first(Kind.DONE) is None or eager is None:
+    measured = _baselines_from(out)
+    if out.first(Kind.DONE) is None or measured.eager is None:
         return False
     archive.put_baseline(key, problem.id, config.device, str(info.get("device_name", "")),
-                         str(info.get("torch_version", "")), eager, compiled, compile_error)
+                         str(info.get("torch_version", "")), measured)
     return True
 
 
-def _baselines_from(judge: WorkerOutcome) -> tuple[TimingStats | None, TimingStats | None, str]:
+def _baselines_from(judge: WorkerOutcome) -> Baselines:
     eager = compiled = None
     error = ""
     for b in judge.events(Kind.BASELINE):
@@ -350,7 +350,7 @@ def _baselines_from(judge: WorkerOutcome) -> tuple[TimingStats | None, TimingSta
             eager = stats
         else:
             compiled, error = stats, str(b.get("error", ""))
-    return eager, compiled, error
+    return Baselines(eager, compiled, error)
 
 
 @dataclass
@@ -440,7 +440,7 @@ def _candidate_report(prep: Prepared, cand: WorkerOutcome) -> Verdict | _Report:
                    failed=[v for v in failed if v is not None])
 
 
-def _judge(prep: Prepared, report: _Report, cached: tuple | None) -> Verdict | WorkerOutcome:
+def _judge(prep: Prepared, report: _Report, cached: Baselines | None) -> Verdict | WorkerOutcome:
     """Step 5, the judge: reference outputs, comparisons and baselines. Eager is timed again in
     every evaluation, right after the candidate, so that drift of the device between
     evaluations cancels out of the speedup; torch.compile's comes from the cache."""
@@ -464,7 +464,7 @@ def _judge(prep: Prepared, report: _Report, cached: tuple | None) -> Verdict | W
     return judge
 
 
-def _take_judgement(res: EvalResult, judge: WorkerOutcome, report: _Report, cached: tuple | None,
+def _take_judgement(res: EvalResult, judge: WorkerOutcome, report: _Report, cached: Baselines | None,
                     key: str) -> MeasuredBaselines | None:
     """The judge's figures into the result: device, baselines (the cache's torch.compile when
     there is one), checks and errors, and the candidate's timing. Returns the baselines it
@@ -472,16 +472,15 @@ def _take_judgement(res: EvalResult, judge: WorkerOutcome, report: _Report, cach
     info = judge.first(Kind.INFO) or {}
     res.device_name = str(info.get("device_name", res.device_name))
     res.torch_version = str(info.get("torch_version", res.torch_version))
-    eager, compiled, compile_error = _baselines_from(judge)
+    timed = _baselines_from(judge)
     measured = None
     if cached is not None:
-        res.eager_timing = eager or cached[0]
-        res.compile_timing, res.compile_error = cached[1], cached[2]
+        res.eager_timing = timed.eager or cached.eager
+        res.compile_timing, res.compile_error = cached.compiled, cached.compile_error
     else:
-        res.eager_timing, res.compile_timing, res.compile_error = eager, compiled, compile_error
-        if eager is not None:
-            measured = MeasuredBaselines(key, res.problem_id, res.device, res.device_name, res.torch_version,
-                                         eager, compiled, compile_error)
+        res.eager_timing, res.compile_timing, res.compile_error = timed
+        if timed.eager is not None:
+            measured = MeasuredBaselines(key, res.problem_id, res.device, res.device_name, res.torch_version, timed)
     res.checks = decide.judge_checks(judge)
     res.max_abs_error, res.norm_error = decide.worst_errors(res.checks)
     res.candidate_timing = TimingStats.from_samples(report.samples, report.late)

@@ -20,7 +20,7 @@ from kernelsearch.evaluator.verdict.protocol import protocol_violation
 from kernelsearch.evaluator.verdict.roofline import impossible
 from kernelsearch.evaluator.verdict.weights import init_difference
 from kernelsearch.records.protocol import Kind
-from kernelsearch.records.result import EvalResult, Status, TimingStats, TrialCheck
+from kernelsearch.records.result import Baselines, EvalResult, Status, TimingStats, TrialCheck
 
 if TYPE_CHECKING:
     from kernelsearch.evaluator.sandbox.process import WorkerOutcome
@@ -305,10 +305,10 @@ def correct(res: EvalResult) -> Verdict:
     return Verdict(Status.CORRECT, ", ".join(parts))
 
 
-def adopt_baselines(res: EvalResult, compile_timing: TimingStats | None, compile_error: str) -> EvalResult:
+def adopt_baselines(res: EvalResult, stored: Baselines) -> EvalResult:
     """Take the torch.compile baseline another process cached first; a correct kernel's reason
     (its speedups) is stated against it."""
-    res.compile_timing, res.compile_error = compile_timing, compile_error
+    res.compile_timing, res.compile_error = stored.compiled, stored.compile_error
     return apply(res, correct(res)) if res.status is Status.CORRECT else res
 
 
