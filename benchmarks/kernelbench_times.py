@@ -187,7 +187,7 @@ def run_time(spec: dict) -> None:
             module = load_module(Path(job["path"]), device=device, name=f"ks_times_{job['n']}")
             model = make_model(module.Model, module, job["init_seed"], device)
             tcfg = TimingConfig(**job["timing"])
-            sets, inputs_for = timing_inputs(module, {"device": device, "timing_seeds": job["timing_seeds"]}, tcfg)
+            sets, inputs_for = timing_inputs(module, job["timing_seeds"], device, tcfg)
             t0 = time.monotonic()
             for kind, stats, error in baseline_timings(model, sets, inputs_for, device, tcfg, hooks, spec["compile"]):
                 if stats is not None:

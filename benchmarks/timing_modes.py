@@ -45,6 +45,7 @@ from kernelsearch.evaluator.config import TimingConfig
 from kernelsearch.evaluator.timing import loop as timing_mod
 from kernelsearch.evaluator.worker import candidate, common
 from kernelsearch.problems.loader import load_module
+from kernelsearch.records.jobs import CandidateJob
 from kernelsearch.records.protocol import Kind
 
 MB = 1 << 20
@@ -242,10 +243,9 @@ def in_worker(problem_path: Path, cand_path: Path, seeds: list[int]) -> dict:
     timing_mod.time_calls = logged_time_calls
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            job = {"role": "candidate", "device": "cuda", "problem_path": str(problem_path), "init_seed": 7,
-                   "timing_seeds": seeds, "timing": asdict(TimingConfig()), "out_dir": tmp,
-                   "distribution": "normal", "candidate_path": str(cand_path), "trial_seeds": [11, 12, 13, 14, 15],
-                   "backend": "cuda", "kernel_names": None, "profile": False}
+            job = CandidateJob(device="cuda", problem_path=str(problem_path), init_seed=7, timing_seeds=seeds,
+                               timing=asdict(TimingConfig()), out_dir=tmp, candidate_path=str(cand_path),
+                               trial_seeds=[11, 12, 13, 14, 15], backend="cuda")
             ch = _Capture()
             candidate.run_candidate(job, ch)
     finally:

@@ -23,7 +23,7 @@ from kernelsearch.archive import Archive
 from kernelsearch.archive.db import MIGRATIONS
 from kernelsearch.problems.loader import Problem
 from kernelsearch.records.candidate import Candidate
-from kernelsearch.records.result import EvalResult, Status, TimingStats
+from kernelsearch.records.result import Baselines, EvalResult, Status, TimingStats
 
 N_OPENERS = 10
 
@@ -40,9 +40,9 @@ def _open_and_write(path: str, barrier, index: int, found) -> None:
             a.add_evaluation(EvalResult(problem=problem.name, problem_id=problem.id, candidate_id=cand.id,
                                         backend=cand.backend, device="cpu", status=Status.CORRECT, reason="ok"))
             # each measured its own baselines; the first stored is what every one gets back
-            stored = a.put_baseline("key", problem.id, "cpu", "cpu", "t", TimingStats.from_samples([1.0 + index]),
-                                    TimingStats.from_samples([2.0 + index]), "")
-            found.put((stored[0].median_ms, stored[1].median_ms) if stored and stored[0] and stored[1]
+            stored = a.put_baseline("key", problem.id, "cpu", "cpu", "t", Baselines(TimingStats.from_samples([1.0 + index]),
+                                    TimingStats.from_samples([2.0 + index])))
+            found.put((stored.eager.median_ms, stored.compiled.median_ms) if stored and stored.eager and stored.compiled
                       else f"put_baseline gave {stored!r}")
     except Exception as e:
         found.put(f"{type(e).__name__}: {e}")
@@ -68,8 +68,8 @@ def test_archive_opened_by_many_processes_at_once(tmp_path):
             assert a.integrity_ok() and a.schema_version() == len(MIGRATIONS)
             assert (a.count("problems"), a.count("candidates"), a.count("evaluations")) == (1, 2, N_OPENERS)
             cached = a.get_baseline("key")
-            assert cached is not None and cached[0] is not None and cached[1] is not None
-            assert a.count("baselines") == 1 and got == {(cached[0].median_ms, cached[1].median_ms)}
+            assert cached is not None and cached.eager is not None and cached.compiled is not None
+            assert a.count("baselines") == 1 and got == {(cached.eager.median_ms, cached.compiled.median_ms)}
 
 
 # A real `kernelsearch` process that imports what it needs, says it is ready, waits for the
@@ -130,8 +130,8 @@ def test_many_eval_processes_share_a_fresh_home(tmp_path):
         key = a.conn.execute("SELECT key FROM baselines").fetchone()[0]
         cached = a.get_baseline(key)
         assert a.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert cached is not None and cached[1] is not None
-    assert {r["compile_ms"] for r in results} == {cached[1].median_ms}
+    assert cached is not None and cached.compiled is not None
+    assert {r["compile_ms"] for r in results} == {cached.compiled.median_ms}
     # the C++ build is cached once, whole, with no torch lock left behind
     bdir = home / "builds" / Candidate.from_file(DATA / "candidates" / "cpp_correct.py").id
     assert list(bdir.glob("*/*.so")) and not list(bdir.glob("*/lock"))

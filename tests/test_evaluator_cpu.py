@@ -105,7 +105,7 @@ def test_baselines_cached_in_archive_and_eager_timed_again(cpu_config, archive):
     second = evaluate(problem, cand, cpu_config, archive)
     assert archive.count("baselines") == 1
     cached = archive.get_baseline(baseline_key(problem, cpu_config))
-    assert cached is not None and cached[0] == first.eager_timing
+    assert cached is not None and cached.eager == first.eager_timing
     assert second.phase_s.get("judge timing", 0) > 0 and second.eager_timing is not None
     assert second.eager_timing != first.eager_timing
     for r in (first, second):  # where the time went, by phase, from the parent's clock

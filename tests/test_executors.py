@@ -22,7 +22,7 @@ from kernelsearch.executors import Job, make_executor
 from kernelsearch.executors.local import LocalExecutor
 from kernelsearch.problems.loader import load_problem
 from kernelsearch.records.candidate import Candidate
-from kernelsearch.records.result import EvalResult, Status, TimingStats
+from kernelsearch.records.result import Baselines, EvalResult, Status, TimingStats
 
 PROBLEM = DATA / "problems" / "scale_add.py"
 CANDS = DATA / "candidates"
@@ -144,7 +144,7 @@ def test_baselines_are_timed_once_before_jobs_of_a_problem_spread_over_lanes(cpu
         time.sleep(0.3)
         if archive.get_baseline(key) is None:
             t = TimingStats.from_samples([2.0])
-            archive.put_baseline(key, problem.id, "cpu", "cpu", "x", t, None, "")
+            archive.put_baseline(key, problem.id, "cpu", "cpu", "x", Baselines(t, None))
         with lock:
             running[0] -= 1
         r = _fake_result(problem, candidate, config)
@@ -372,9 +372,9 @@ def test_an_idle_lane_times_baselines_while_builds_run(cpu_config, tmp_path, mon
         assert ex.stats.warmups >= 1
         cached = a.get_baseline(baseline_key(problem, config))
         assert a.count("baselines") == 1
-    assert r.status is Status.CORRECT and cached is not None and cached[1] is not None
-    assert r.compile_timing == cached[1]
-    assert r.eager_timing is not None and r.eager_timing != cached[0]  # timed again, next to the candidate
+    assert r.status is Status.CORRECT and cached is not None and cached.compiled is not None
+    assert r.compile_timing == cached.compiled
+    assert r.eager_timing is not None and r.eager_timing != cached.eager  # timed again, next to the candidate
 
 
 def test_builds_pause_while_a_lane_times(tmp_path):
@@ -400,7 +400,7 @@ def test_builds_pause_while_a_lane_times(tmp_path):
         return found
 
     quiet = QuietTiming()
-    build = Worker({}, tmp_path / "build", output_bytes=1 << 20, file_bytes=1 << 30)
+    build = Worker(None, tmp_path / "build", output_bytes=1 << 20, file_bytes=1 << 30)
     with build, quiet.building(build):
         a, b = quiet.listener(), quiet.listener()
         a("run")
@@ -505,7 +505,7 @@ def test_a_worker_started_anywhere_moves_onto_the_lanes_cores(tmp_path):
     from kernelsearch.executors.common import usable_cpus
 
     core = usable_cpus()[-1]
-    with Worker({}, tmp_path / "w", output_bytes=1 << 20, file_bytes=1 << 30) as w:
+    with Worker(None, tmp_path / "w", output_bytes=1 << 20, file_bytes=1 << 30) as w:
         time.sleep(2)  # its interpreter has started threads of its own by now
         w.pin([core])
         tasks = [(pid, int(t)) for pid in isolation.members(w.proc.pid, w.cgroup)

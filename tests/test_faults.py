@@ -23,11 +23,13 @@ import pytest
 from conftest import DATA, ROOT
 
 from kernelsearch.archive import Archive
+from kernelsearch.evaluator.config import Limits
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.evaluator.sandbox import isolation
 from kernelsearch.evaluator.sandbox.process import run_worker
 from kernelsearch.problems.loader import load_problem
 from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.jobs import BuildJob
 from kernelsearch.records.result import Status
 
 PROBLEM = DATA / "problems" / "scale_add.py"
@@ -111,9 +113,9 @@ def test_fork_bomb_without_cgroup(tmp_path, monkeypatch, sandbox):
         "import os, time\nroot = os.getpid()\nfor _ in range(8):\n    os.fork()\n"
         "time.sleep(20)\nos._exit(0)\n")
     t0 = time.monotonic()
-    out = run_worker({"role": "build", "device": "cpu", "candidate_path": str(work / "bomb.py")}, work,
-                     timeouts={"default": 30}, memory_bytes=64 << 30, output_bytes=1 << 20,
-                     file_bytes=1 << 30, sandbox=sandbox, max_tasks=32)
+    out = run_worker(BuildJob(device="cpu", candidate_path=str(work / "bomb.py")), work,
+                     Limits(memory_bytes=64 << 30, output_bytes=1 << 20, file_bytes=1 << 30, sandbox=sandbox,
+                            max_tasks=32), timeouts={"default": 30})
     assert out.killed == "processes" and out.isolation.endswith("+watchdog"), (out.killed, out.output[-2000:])
     assert time.monotonic() - t0 < 15
     assert wait_gone(work) == []
@@ -129,10 +131,10 @@ def test_phase_messages_cannot_postpone_the_deadline(tmp_path):
         "    os.write(fd, json.dumps({'event': 'phase', 'phase': 'x'}).encode() + b'\\n')\n"
         "    time.sleep(0.5)\n")
     t0 = time.monotonic()
-    out = run_worker({"role": "build", "device": "cpu", "candidate_path": str(work / "forger.py")}, work,
+    out = run_worker(BuildJob(device="cpu", candidate_path=str(work / "forger.py")), work,
+                     Limits(memory_bytes=4 << 30, output_bytes=1 << 20, file_bytes=1 << 30),
                      # "start" (torch's import, before the job is read) is not what this is about
-                     timeouts={"default": 2, "start": 60}, memory_bytes=4 << 30, output_bytes=1 << 20,
-                     file_bytes=1 << 30, total_s=9)
+                     timeouts={"default": 2, "start": 60}, total_s=9)
     assert out.killed == "timeout:total", (out.killed, out.output[-2000:])
     assert 9 <= time.monotonic() - t0 < 15
     # forged for longer than the 2 s phase deadline (the rest of the 9 s went to start-up)

@@ -13,8 +13,10 @@ import pytest
 from conftest import ROOT
 
 import kernelsearch.evaluator  # noqa: F401 - registers the evaluator's roles
+from kernelsearch.evaluator.config import Limits
 from kernelsearch.evaluator.sandbox.process import run_worker
 from kernelsearch.records import protocol
+from kernelsearch.records.jobs import BuildJob
 from kernelsearch.records.protocol import FIELDS, Channel, Kind, ProtocolError, check, encode
 
 
@@ -80,8 +82,8 @@ def test_a_forged_message_is_refused_on_receipt(tmp_path: Path):
         "          {'event': 'check', 'tag': 'x', 'ok': True}):\n"
         "    os.write(fd, json.dumps(m).encode() + b'\\n')\n"
         "class ModelNew:\n    pass\n")
-    out = run_worker({"role": "build", "device": "cpu", "candidate_path": str(work / "forger.py")}, work,
-                     timeouts={"default": 60}, memory_bytes=4 << 30, output_bytes=1 << 20, file_bytes=1 << 30)
+    out = run_worker(BuildJob(device="cpu", candidate_path=str(work / "forger.py")), work,
+                     Limits(memory_bytes=4 << 30, output_bytes=1 << 20, file_bytes=1 << 30), timeouts={"default": 60})
     assert out.protocol_error == "a message of unknown kind 'timnig'", (out.protocol_error, out.output[-2000:])
     assert [m["event"] for m in out.messages] == ["phase", "built", "done"]
 

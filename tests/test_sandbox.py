@@ -19,11 +19,13 @@ from pathlib import Path
 import pytest
 from conftest import DATA, ROOT
 
+from kernelsearch.evaluator.config import Limits
 from kernelsearch.evaluator.evaluate import evaluate
 from kernelsearch.evaluator.sandbox import isolation
 from kernelsearch.evaluator.sandbox.process import WorkerOutcome, run_worker
 from kernelsearch.problems.loader import load_problem
 from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.jobs import BuildJob
 from kernelsearch.records.result import Status
 
 BWRAP_PROBLEM = isolation.bwrap_problem()
@@ -38,9 +40,9 @@ def probe(tmp_path: Path, body: str, sandbox: str, env_extra: dict | None = None
     work.mkdir(exist_ok=True)
     src = "import json, os\nr = {}\n" + body + "\nraise RuntimeError('PROBE' + json.dumps(r))\n"
     (work / "probe.py").write_text(src)
-    out = run_worker({"role": "build", "device": "cpu", "candidate_path": str(work / "probe.py")}, work,
-                     timeouts={"default": 60}, memory_bytes=4 << 30, output_bytes=1 << 20,
-                     file_bytes=1 << 30, env_extra=env_extra, sandbox=sandbox)
+    out = run_worker(BuildJob(device="cpu", candidate_path=str(work / "probe.py")), work,
+                     Limits(memory_bytes=4 << 30, output_bytes=1 << 20, file_bytes=1 << 30, sandbox=sandbox),
+                     timeouts={"default": 60}, env_extra=env_extra)
     err = out.first("error") or {}
     msg = str(err.get("message", ""))
     assert "PROBE" in msg, (out.killed, out.returncode, msg, out.output[-2000:])
@@ -50,11 +52,13 @@ def probe(tmp_path: Path, body: str, sandbox: str, env_extra: dict | None = None
 EVALUATOR = r"""
 import sys
 from pathlib import Path
+from kernelsearch.evaluator.config import Limits
 from kernelsearch.evaluator.sandbox.process import run_worker
+from kernelsearch.records.jobs import BuildJob
 work, sandbox = Path(sys.argv[1]), sys.argv[2]
-out = run_worker({"role": "build", "device": "cpu", "candidate_path": str(work / "probe.py")}, work,
-                 timeouts={"default": 60}, memory_bytes=4 << 30, output_bytes=1 << 20, file_bytes=1 << 30,
-                 sandbox=sandbox)
+out = run_worker(BuildJob(device="cpu", candidate_path=str(work / "probe.py")), work,
+                 Limits(memory_bytes=4 << 30, output_bytes=1 << 20, file_bytes=1 << 30, sandbox=sandbox),
+                 timeouts={"default": 60})
 print(out.isolation, (out.first("error") or {}).get("message", ""))
 """
 
@@ -182,9 +186,9 @@ def test_exit_status_passes_through(tmp_path, sandbox, code, returncode):
     work = tmp_path / "work"
     work.mkdir()
     (work / "die.py").write_text(f"import os\n{code}\n")
-    out = run_worker({"role": "build", "device": "cpu", "candidate_path": str(work / "die.py")}, work,
-                     timeouts={"default": 60}, memory_bytes=4 << 30, output_bytes=1 << 20,
-                     file_bytes=1 << 30, sandbox=sandbox)
+    out = run_worker(BuildJob(device="cpu", candidate_path=str(work / "die.py")), work,
+                     Limits(memory_bytes=4 << 30, output_bytes=1 << 20, file_bytes=1 << 30, sandbox=sandbox),
+                     timeouts={"default": 60})
     assert out.returncode == returncode and not out.killed, (out.returncode, out.killed, out.output[-1000:])
 
 
@@ -222,18 +226,20 @@ def test_a_worker_started_ahead_waits_for_its_job_and_an_unused_one_dies(tmp_pat
     ``run``, and ``close`` kills one that never got a job."""
     import time
 
+    from jobs_support import StrayJob
+
     from kernelsearch.evaluator.sandbox.process import Worker
 
     limits = {"output_bytes": 1 << 20, "file_bytes": 1 << 30}
-    w = Worker({}, tmp_path / "a", **limits)
+    w = Worker(None, tmp_path / "a", **limits)
     time.sleep(3)  # longer than its deadline below: the wait does not count
-    out = w.run({"role": "no-such-role"}, timeouts={"default": 2.5}, memory_bytes=4 << 30)
+    out = w.run(StrayJob(device="cpu"), timeouts={"default": 2.5}, memory_bytes=4 << 30)
     assert out.killed == "" and out.returncode == 0
     assert "unknown role 'no-such-role'" in out.first("error")["message"]
     with pytest.raises(RuntimeError):
-        w.run({"role": "no-such-role"}, timeouts={"default": 5}, memory_bytes=4 << 30)
+        w.run(StrayJob(device="cpu"), timeouts={"default": 5}, memory_bytes=4 << 30)
 
-    idle = Worker({}, tmp_path / "b", **limits)
+    idle = Worker(None, tmp_path / "b", **limits)
     assert idle.proc is not None and idle.proc.poll() is None
     idle.close()
     assert idle.proc.poll() is not None
@@ -275,11 +281,11 @@ def test_a_slow_phase_listener_loses_no_message(tmp_path):
         if phase == "timing":
             release.wait(30)  # far longer than the reader's old wait (5 s) after the worker ended
 
-    w = Worker({"candidate_path": str(work / "phases.py")}, work, output_bytes=1 << 20, file_bytes=1 << 30)
+    job = BuildJob(device="cpu", candidate_path=str(work / "phases.py"))
+    w = Worker(job, work, output_bytes=1 << 20, file_bytes=1 << 30)
     w.on_phase = listener
     t0 = time.monotonic()
-    out = w.run({"role": "build", "device": "cpu", "candidate_path": str(work / "phases.py")},
-                timeouts={"default": 60}, memory_bytes=4 << 30)
+    out = w.run(job, timeouts={"default": 60}, memory_bytes=4 << 30)
     took = time.monotonic() - t0
     release.set()
     assert out.first("done") is not None, (out.messages, out.notes, out.output[-1000:])

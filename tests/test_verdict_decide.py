@@ -19,7 +19,7 @@ from kernelsearch.executors.ray_executor import BaselineSnapshot
 from kernelsearch.problems.loader import load_problem
 from kernelsearch.records.candidate import Candidate
 from kernelsearch.records.codes import Code
-from kernelsearch.records.result import EvalResult, Status, TimingStats, TrialCheck
+from kernelsearch.records.result import Baselines, EvalResult, Status, TimingStats, TrialCheck
 
 PROBLEM = DATA / "problems" / "scale_add.py"
 LIMITS = Limits(build_timeout_s=60, run_timeout_s=5, memory_bytes=2 << 30, output_bytes=1 << 20, max_tasks=64)
@@ -142,7 +142,7 @@ class _Recorder:
         self.calls.append("get_baseline")
         return None
 
-    def put_baseline(self, key, problem_id, device, device_name, torch_version, eager, compile_, compile_error):
+    def put_baseline(self, key, problem_id, device, device_name, torch_version, baselines):
         assert self.prep.work is None and self.prep.res.status is Status.CORRECT  # workers gone, verdict given
         self.calls.append("put_baseline")
         return self.other
@@ -157,14 +157,14 @@ class _Recorder:
 
 def test_the_store_is_written_once_the_verdict_is_final_and_its_baselines_win(cpu_config: EvalConfig):
     problem = load_problem(PROBLEM)
-    other = (TimingStats.from_samples([9.0]), TimingStats.from_samples([1e6]), "")
+    other = Baselines(TimingStats.from_samples([9.0]), TimingStats.from_samples([1e6]))
     store = _Recorder(other)
     prep = prepare(problem, Candidate.from_file(DATA / "candidates" / "py_correct.py"), cpu_config)
     store.prep = prep
     res = finish(prep, store)
     assert res.status is Status.CORRECT, res.reason
     assert store.calls == ["get_baseline", "put_baseline", "add_candidate", "add_evaluation"]
-    assert res.compile_timing == other[1] and res.eager_timing != other[0]  # eager: timed next to the candidate
+    assert res.compile_timing == other.compiled and res.eager_timing != other.eager  # eager: timed next to the candidate
     assert res.reason.endswith("x vs torch.compile")  # the reason states the speedup against the stored one
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from kernelsearch.problems.loader import Problem
 from kernelsearch.records.candidate import Candidate
-from kernelsearch.records.result import EvalResult, TimingStats
+from kernelsearch.records.result import Baselines, EvalResult, TimingStats
 
 MIGRATIONS: list[str] = [
     # 1: the evaluator's tables
@@ -286,13 +286,13 @@ class Archive:
             return int(cur.lastrowid)
 
     def put_baseline(self, key: str, problem_id: str, device: str, device_name: str, torch_version: str,
-                     eager: TimingStats | None, compile_: TimingStats | None, compile_error: str
-                     ) -> tuple[TimingStats | None, TimingStats | None, str] | None:
+                     baselines: Baselines) -> Baselines | None:
         """Cache a problem's baselines; return the ones cached under ``key`` afterwards.
 
         The first complete entry stays: processes that measured the same baselines at the same
         time do not replace each other's, so every evaluation that reads the cache, now or
         later, gets the same ``torch.compile`` timing (the caller uses what this returns)."""
+        eager, compiled, compile_error = baselines
         with self.tx() as c:
             c.execute(
                 """INSERT INTO baselines(key, problem_id, device, device_name, torch_version,
@@ -303,7 +303,7 @@ class Archive:
                    created_at=excluded.created_at WHERE baselines.eager IS NULL""",
                 (key, problem_id, device, device_name, torch_version,
                  json.dumps(eager.to_dict()) if eager else None,
-                 json.dumps(compile_.to_dict()) if compile_ else None, compile_error, time.time()),
+                 json.dumps(compiled.to_dict()) if compiled else None, compile_error, time.time()),
             )
             return self.get_baseline(key)
 
@@ -360,7 +360,7 @@ class Archive:
                                 (candidate_id, device)).fetchone()
         return row[0] if row and row[0] is not None else None
 
-    def baselines(self, problem_id: str) -> dict[str, tuple[TimingStats | None, TimingStats | None, str]]:
+    def baselines(self, problem_id: str) -> dict[str, Baselines]:
         """Every cached baseline of a problem by key (shipped to remote workers, which have no archive)."""
         keys = [r["key"] for r in self.conn.execute("SELECT key FROM baselines WHERE problem_id=?", (problem_id,))]
         return {k: b for k in keys if (b := self.get_baseline(k)) is not None}
@@ -372,12 +372,12 @@ class Archive:
         return (bool(row["ok"]), row["reason"]) if row else None
 
     # -- reads --------------------------------------------------------------------------
-    def get_baseline(self, key: str) -> tuple[TimingStats | None, TimingStats | None, str] | None:
+    def get_baseline(self, key: str) -> Baselines | None:
         row = self.conn.execute("SELECT eager, compile, compile_error FROM baselines WHERE key=?", (key,)).fetchone()
         if row is None or row["eager"] is None:
             return None
         load = lambda s: TimingStats.from_dict(json.loads(s)) if s else None  # noqa: E731
-        return load(row["eager"]), load(row["compile"]), row["compile_error"] or ""
+        return Baselines(load(row["eager"]), load(row["compile"]), row["compile_error"] or "")
 
     def evaluations(self, problem_id: str | None = None) -> list[EvalResult]:
         q, args = "SELECT record FROM evaluations", ()

@@ -22,6 +22,7 @@ from kernelsearch.cli.common import (
 )
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig, default_home
 from kernelsearch.problems.loader import ProblemError, ProblemsFailed
+from kernelsearch.records.choices import DEVICES, FALLBACK_POLICIES
 
 # --help's text (plain: argparse prints it as it is)
 DESCRIPTION = ("Evaluate candidate kernels for PyTorch problems, and search for fast, correct ones with a language "
@@ -32,7 +33,7 @@ DESCRIPTION = ("Evaluate candidate kernels for PyTorch problems, and search for 
 
 
 def _add_eval_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available, else cpu")
+    p.add_argument("--device", choices=DEVICES, default=None, help="default: cuda if available, else cpu")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     add_precision_option(p)
     p.add_argument("--atol", type=float, default=None,
@@ -42,7 +43,7 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trials", type=int, default=5, help="correctness trials, each with fresh random inputs")
     p.add_argument("--seed", type=int, default=None, help="fix the seeds for an exact re-run (default: secret)")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
-    p.add_argument("--torch-fallback", choices=["mark", "reject"], default="mark",
+    p.add_argument("--torch-fallback", choices=FALLBACK_POLICIES, default="mark",
                    help="candidates whose work PyTorch does (torch ops in Python, ATen/cuBLAS/cuDNN calls in the "
                         "extension, or ATen/library kernels taking >=50%% of the GPU time): mark them correct "
                         "with the flag torch_fallback (default; bench also reports fast_p without them), or "
@@ -211,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("lint", help="flag problems that make a weak reward (constant output, loose tolerance, ...)")
     p.add_argument("problems", help="suite, suite:level1..3, suite:wall, a directory of problem files, one file or a bundled name")
-    p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available, else cpu")
+    p.add_argument("--device", choices=DEVICES, default=None, help="default: cuda if available, else cpu")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per problem")
     add_precision_option(p)

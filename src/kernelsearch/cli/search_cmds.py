@@ -28,6 +28,8 @@ from kernelsearch.cli.common import (
 )
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.llm.base import LLMError
+from kernelsearch.playbook.notes import MODES as PLAYBOOK_MODES
+from kernelsearch.records.choices import DEVICES
 from kernelsearch.search.config import (
     DEVICE_BACKEND,
     FALLBACK_POLICIES,
@@ -130,13 +132,13 @@ def add_search_commands(sub: Any) -> None:
     g.add_argument("--prices", default=None, help="JSON price table (USD per million tokens) to extend the defaults")
     g.add_argument("--prompts", default=None, help="directory of prompt templates overriding the built-in ones")
     g.add_argument("--hardware", default=None, help="hardware description for the prompts (default: detected)")
-    g.add_argument("--playbook", choices=["on", "notes", "off"], default=None,
+    g.add_argument("--playbook", choices=PLAYBOOK_MODES, default=None,
                    help="add the technique notes that fit the problem and its profile to the prompts, with "
                         "an exemplar kernel written for another problem in prompts that ask for code ('notes': cite the "
                         "exemplars, no source) (default on; kept on resume unless given)")
 
     g = p.add_argument_group("evaluation")
-    g.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available, else cpu")
+    g.add_argument("--device", choices=DEVICES, default=None, help="default: cuda if available, else cpu")
     g.add_argument("--backend", choices=["cpp", "cuda", "triton", "cute", "tilelang"], default=None,
                    help="default: cpp on cpu, cuda on cuda")
     add_precision_option(g)

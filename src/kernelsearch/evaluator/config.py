@@ -7,6 +7,20 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kernelsearch.records.choices import (
+    DEVICES,
+    DISTRIBUTIONS,
+    FALLBACK_POLICIES,
+    HANDOVER_MODES,
+    SANDBOX_MODES,
+    Device,
+    Distribution,
+    FallbackPolicy,
+    Handover,
+    Sandbox,
+    check_choice,
+)
+
 
 def default_home() -> Path:
     """Where builds, baselines and the default archive live (override with KERNELSEARCH_HOME)."""
@@ -63,7 +77,10 @@ class Limits:
     max_tasks: int = 4096  # processes + threads of a worker and all it starts (fork bombs)
     # "auto": bubblewrap (no network, read-only filesystem) where it runs, else none;
     # "bwrap": insist on it (workers fail with a clear reason where it cannot run); "none": off
-    sandbox: str = "auto"
+    sandbox: Sandbox = "auto"
+
+    def __post_init__(self) -> None:
+        check_choice("Limits", "sandbox", self.sandbox, SANDBOX_MODES)
 
     def candidate_timeouts(self, run_s: float | None = None) -> dict[str, float]:
         """Per-phase deadlines of a candidate worker (``sandbox.process.Worker.run``). "start" (the
@@ -75,7 +92,7 @@ class Limits:
 
 @dataclass(frozen=True)
 class EvalConfig:
-    device: str = "cpu"  # "cpu" or "cuda"
+    device: Device = "cpu"
     # "fp32" | "fp16" | "bf16": floating parameters, buffers and inputs cast to it, as KernelBench
     # v0.2's --precision; None: each problem's own (its PRECISION, else fp32)
     precision: str | None = None
@@ -89,8 +106,8 @@ class EvalConfig:
     # CPU runs: threads for candidate and baselines alike. One by default, so timings do not
     # depend on what else the machine is doing; raise it on a quiet, dedicated machine.
     cpu_threads: int = 1
-    distribution: str = "normal"  # input distribution (see worker/distributions.py); others re-verify winners
-    torch_fallback: str = "mark"  # "mark" or "reject": torch compute on the forward path
+    distribution: Distribution = "normal"  # input distribution (see worker/distributions.py); others re-verify winners
+    torch_fallback: FallbackPolicy = "mark"  # "mark" or "reject": torch compute on the forward path
     # False skips the static screen's rejections (fault-injection tests use it to reach the
     # sandbox with code the screen would stop); the dynamic guards and the judge still apply
     static_screen: bool = True
@@ -109,10 +126,15 @@ class EvalConfig:
     # CUDA: "auto" hands outputs to the judge in device memory where they fit beside the
     # evaluation (evaluator/handover), the rest as tensor files; "files": all as files (slower:
     # a 2 GiB-output evaluation took 25.2 s against 9.8 s on an H100, docs/measurements.md)
-    handover: str = "auto"
+    handover: Handover = "auto"
     timing: TimingConfig = field(default_factory=TimingConfig)
     limits: Limits = field(default_factory=Limits)
     home: Path = field(default_factory=default_home)
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("device", DEVICES), ("distribution", DISTRIBUTIONS),
+                              ("torch_fallback", FALLBACK_POLICIES), ("handover", HANDOVER_MODES)):
+            check_choice("EvalConfig", name, getattr(self, name), allowed)
 
     def with_(self, **changes) -> EvalConfig:
         return replace(self, **changes)

@@ -19,8 +19,9 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from kernelsearch.evaluator.builds.cache import build_dir, building
 from kernelsearch.evaluator.builds.stream_shim import ShimUnavailable, shim_path
@@ -33,7 +34,7 @@ from kernelsearch.evaluator.feasibility import (
     output_file_limit,
 )
 from kernelsearch.evaluator.handover import fds
-from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
+from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome, start_worker
 from kernelsearch.evaluator.sandbox.scratch import make_workdir
 from kernelsearch.evaluator.screen.python import screen
 from kernelsearch.evaluator.storage import BaselineStore, MeasuredBaselines, ResultStore
@@ -46,8 +47,9 @@ from kernelsearch.evaluator.verdict.decide import Verdict
 from kernelsearch.problems.describe import describe_cached
 from kernelsearch.problems.loader import Problem
 from kernelsearch.records.candidate import DEVICE_BACKENDS, Candidate
+from kernelsearch.records.jobs import CandidateJob, JudgeJob
 from kernelsearch.records.protocol import Kind
-from kernelsearch.records.result import EvalResult, Status, TimingStats
+from kernelsearch.records.result import Baselines, EvalResult, Status, TimingStats
 
 
 def host_device_name(device: str) -> str:
@@ -90,8 +92,8 @@ class Prepared:
     res: EvalResult
     kernels: list[str] = field(default_factory=list)
     work: Path | None = None
-    cand_job: dict = field(default_factory=dict)
-    judge_job: dict = field(default_factory=dict)  # without what the candidate's run decides
+    cand_job: CandidateJob | None = None
+    judge_job: JudgeJob | None = None  # without what the candidate's run decides
     cand: Worker | None = None
     judge: Worker | None = None
     handed: list[fds.Handed] = field(default_factory=list)  # outputs in device memory, for the judge
@@ -162,22 +164,20 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
         out_dir.mkdir(parents=True)
         cand_path = cand_dir / f"{candidate.name or 'candidate'}.py"
         cand_path.write_text(candidate.source)
-        common = _common_job(problem, config, init_seed, timing_seeds, out_dir)
-        prep.cand_job = {**common, "role": "candidate", "candidate_path": str(cand_path), "trial_seeds": trial_seeds,
-                         "backend": candidate.backend, "kernel_names": sc.kernels, "profile": config.profile,
-                         # the shim's path is in the job too, so the sandbox makes it readable
-                         "order_seeds": order_seeds, "stream_shim": shim_env.get(_SHIM_ENV, ""),
-                         "device_handover_bytes": device_bytes}
-        prep.judge_job = {**common, "role": "judge", "atol": atol, "rtol": rtol,
-                          # the user's own tolerance is taken as given; the problem's is guarded against vacuity
-                          "guard_vacuous": config.atol is None and config.rtol is None,
-                          "check_trials": trial_seeds, "compile_baseline": config.compile_baseline}
+        # the shim's path is in the jobs too, so the sandbox makes it readable
+        common = _common_job(problem, config, init_seed, timing_seeds, out_dir, shim_env.get(_SHIM_ENV, ""))
+        prep.cand_job = CandidateJob(**common, candidate_path=str(cand_path), trial_seeds=trial_seeds,
+                                     backend=candidate.backend, kernel_names=sc.kernels, profile=config.profile,
+                                     order_seeds=order_seeds, device_handover_bytes=device_bytes)
+        prep.judge_job = JudgeJob(**common, atol=atol, rtol=rtol,
+                                  # the user's own tolerance is taken as given; the problem's is guarded against vacuity
+                                  guard_vacuous=config.atol is None and config.rtol is None,
+                                  check_trials=trial_seeds, compile_baseline=config.compile_baseline)
         lim = config.limits
-        prep.cand = Worker(prep.cand_job, cand_dir, output_bytes=lim.output_bytes,
-                           file_bytes=output_file_limit(need, config),
-                           sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + lim.run_timeout_s,
-                           env_extra={"TORCH_EXTENSIONS_DIR": str(build_dir(config, candidate)), **config.worker_env(),
-                                      **shim_env}, handover=device_bytes > 0)
+        prep.cand = start_worker(prep.cand_job, cand_dir, lim, file_bytes=output_file_limit(need, config),
+                                 total_s=lim.build_timeout_s + lim.run_timeout_s,
+                                 env_extra={"TORCH_EXTENSIONS_DIR": str(build_dir(config, candidate)),
+                                            **config.worker_env(), **shim_env}, handover=device_bytes > 0)
         prep.judge = _judge_worker(prep.judge_job, judge_dir, config, shim_env, handover=device_bytes > 0)
     except BaseException:
         prep.close()
@@ -242,22 +242,22 @@ def stream_shim_env(config: EvalConfig) -> tuple[dict[str, str], str]:
         return {}, str(e)
 
 
-def _common_job(problem: Problem, config: EvalConfig, init_seed: int, timing_seeds: list[int], out_dir: Path) -> dict:
+def _common_job(problem: Problem, config: EvalConfig, init_seed: int, timing_seeds: list[int], out_dir: Path,
+                stream_shim: str) -> dict[str, Any]:
+    """The fields the candidate's and the judge's jobs share (``records.jobs.ProblemJob``)."""
     from dataclasses import asdict
 
     return {"device": config.device, "problem_path": str(problem.path), "init_seed": init_seed,
             "timing_seeds": timing_seeds, "timing": asdict(config.timing), "out_dir": str(out_dir),
-            "distribution": config.distribution, "precision": problem.at(config.precision).precision}
+            "distribution": config.distribution, "precision": problem.at(config.precision).precision,
+            "stream_shim": stream_shim}
 
 
-def _judge_worker(paths_from: dict, judge_dir: Path, config: EvalConfig, shim_env: dict[str, str],
+def _judge_worker(draft: JudgeJob, judge_dir: Path, config: EvalConfig, shim_env: dict[str, str],
                   handover: bool = False) -> Worker:
-    lim = config.limits
-    paths_from = {**paths_from, "stream_shim": shim_env.get(_SHIM_ENV, "")}  # readable in the sandbox
     # the judge runs only trusted code, so torch.compile's caches may persist between runs
-    return Worker(paths_from, judge_dir, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
-                  sandbox=lim.sandbox, max_tasks=lim.max_tasks,
-                  env_extra={**judge_cache_env(config.home), **config.worker_env(), **shim_env}, handover=handover)
+    return start_worker(draft, judge_dir, config.limits, handover=handover,
+                        env_extra={**judge_cache_env(config.home), **config.worker_env(), **shim_env})
 
 
 def judge_cache_env(home: Path) -> dict[str, str]:
@@ -289,7 +289,7 @@ def _give_outputs(prep: Prepared, res: EvalResult) -> int:
     return len(good)
 
 
-def _run_judge(judge: Worker, job: dict, config: EvalConfig) -> WorkerOutcome:
+def _run_judge(judge: Worker, job: JudgeJob, config: EvalConfig) -> WorkerOutcome:
     return judge.run(job, timeouts={"default": config.limits.judge_timeout_s},
                      memory_bytes=config.limits.memory_bytes * 2)
 
@@ -306,7 +306,7 @@ def finish(prep: Prepared, archive: ResultStore | None = None) -> EvalResult:
     if archive is not None and prep.measured is not None:
         stored = prep.measured.put(archive)
         if stored is not None:
-            decide.adopt_baselines(res, stored[1], stored[2])
+            decide.adopt_baselines(res, stored)
     res.eval_s = prep.seconds + time.monotonic() - t0
     if archive is not None:
         archive.add_candidate(prep.candidate, prep.problem)
@@ -326,22 +326,22 @@ def measure_baselines(problem: Problem, config: EvalConfig, archive: BaselineSto
     with tempfile.TemporaryDirectory(prefix="ks-baselines-") as tmp:
         out_dir = Path(tmp) / "out"
         out_dir.mkdir()
-        job = {**_common_job(problem, config, init_seed, timing_seeds, out_dir), "role": "judge", "atol": 0.0,
-               "rtol": 0.0, "check_trials": [], "check_spots": [], "baselines": True,
-               "compile_baseline": config.compile_baseline}
-        with _judge_worker(job, Path(tmp) / "judge", config, stream_shim_env(config)[0]) as judge:
+        shim_env = stream_shim_env(config)[0]
+        job = JudgeJob(**_common_job(problem, config, init_seed, timing_seeds, out_dir, shim_env.get(_SHIM_ENV, "")),
+                       atol=0.0, rtol=0.0, baselines="all", compile_baseline=config.compile_baseline)
+        with _judge_worker(job, Path(tmp) / "judge", config, shim_env) as judge:
             judge.on_phase = on_phase
             out = _run_judge(judge, job, config)
     info = out.first(Kind.INFO) or {}
-    eager, compiled, compile_error = _baselines_from(out)
-    if out.first(Kind.DONE) is None or eager is None:
+    measured = _baselines_from(out)
+    if out.first(Kind.DONE) is None or measured.eager is None:
         return False
     archive.put_baseline(key, problem.id, config.device, str(info.get("device_name", "")),
-                         str(info.get("torch_version", "")), eager, compiled, compile_error)
+                         str(info.get("torch_version", "")), measured)
     return True
 
 
-def _baselines_from(judge: WorkerOutcome) -> tuple[TimingStats | None, TimingStats | None, str]:
+def _baselines_from(judge: WorkerOutcome) -> Baselines:
     eager = compiled = None
     error = ""
     for b in judge.events(Kind.BASELINE):
@@ -350,7 +350,7 @@ def _baselines_from(judge: WorkerOutcome) -> tuple[TimingStats | None, TimingSta
             eager = stats
         else:
             compiled, error = stats, str(b.get("error", ""))
-    return eager, compiled, error
+    return Baselines(eager, compiled, error)
 
 
 @dataclass
@@ -392,6 +392,7 @@ def _run_candidate(prep: Prepared) -> WorkerOutcome:
     assert prep.cand is not None
     res, lim = prep.res, prep.config.limits
     with building(prep.cand, build_dir(prep.config, prep.candidate)):  # one build of a candidate at a time
+        assert prep.cand_job is not None
         cand = prep.cand.run(prep.cand_job, timeouts=lim.candidate_timeouts(), memory_bytes=lim.memory_bytes)
     prep.handed = prep.cand.take_handed()
     res.errors.extend(f"output handover: {m.get('note')}"[:500] for m in cand.events(Kind.HANDOVER))
@@ -410,8 +411,8 @@ def _run_candidate(prep: Prepared) -> WorkerOutcome:
 def _candidate_report(prep: Prepared, cand: WorkerOutcome) -> Verdict | _Report:
     """The candidate worker's end and report, checked: a verdict, or what the judge needs."""
     config, res = prep.config, prep.res
-    trial_seeds, timing_seeds = prep.cand_job["trial_seeds"], prep.cand_job["timing_seeds"]
-    order_seeds = prep.cand_job.get("order_seeds") or []
+    assert prep.cand_job is not None
+    trial_seeds, timing_seeds, order_seeds = prep.cand_job.trial_seeds, prep.cand_job.timing_seeds, prep.cand_job.order_seeds
     verdict = (decide.candidate_failure(cand, config.limits)
                or decide.forged(cand.messages, len(trial_seeds), config.timing, len(timing_seeds), len(order_seeds),
                              refused=cand.protocol_error))
@@ -439,7 +440,7 @@ def _candidate_report(prep: Prepared, cand: WorkerOutcome) -> Verdict | _Report:
                    failed=[v for v in failed if v is not None])
 
 
-def _judge(prep: Prepared, report: _Report, cached: tuple | None) -> Verdict | WorkerOutcome:
+def _judge(prep: Prepared, report: _Report, cached: Baselines | None) -> Verdict | WorkerOutcome:
     """Step 5, the judge: reference outputs, comparisons and baselines. Eager is timed again in
     every evaluation, right after the candidate, so that drift of the device between
     evaluations cancels out of the speedup; torch.compile's comes from the cache."""
@@ -450,9 +451,10 @@ def _judge(prep: Prepared, report: _Report, cached: tuple | None) -> Verdict | W
         res.handover = f"device {passed}/{report.expected}" if passed else "files"
     except OSError as e:
         return decide.handover_failure(e)
-    judge = _run_judge(prep.judge, {**prep.judge_job, "check_spots": report.spots, "check_order": report.check_order,
-                                    "baselines": True if cached is None else "eager", "handover_limit": passed},
-                       prep.config)
+    assert prep.judge_job is not None
+    job = replace(prep.judge_job, check_spots=report.spots, check_order=report.check_order,
+                  baselines="all" if cached is None else "eager", handover_limit=passed)
+    judge = _run_judge(prep.judge, job, prep.config)
     res.phase_s.update(_phases("judge", judge))
     res.errors.extend(judge.notes)
     verdict = decide.judge_failure(judge)
@@ -462,7 +464,7 @@ def _judge(prep: Prepared, report: _Report, cached: tuple | None) -> Verdict | W
     return judge
 
 
-def _take_judgement(res: EvalResult, judge: WorkerOutcome, report: _Report, cached: tuple | None,
+def _take_judgement(res: EvalResult, judge: WorkerOutcome, report: _Report, cached: Baselines | None,
                     key: str) -> MeasuredBaselines | None:
     """The judge's figures into the result: device, baselines (the cache's torch.compile when
     there is one), checks and errors, and the candidate's timing. Returns the baselines it
@@ -470,16 +472,15 @@ def _take_judgement(res: EvalResult, judge: WorkerOutcome, report: _Report, cach
     info = judge.first(Kind.INFO) or {}
     res.device_name = str(info.get("device_name", res.device_name))
     res.torch_version = str(info.get("torch_version", res.torch_version))
-    eager, compiled, compile_error = _baselines_from(judge)
+    timed = _baselines_from(judge)
     measured = None
     if cached is not None:
-        res.eager_timing = eager or cached[0]
-        res.compile_timing, res.compile_error = cached[1], cached[2]
+        res.eager_timing = timed.eager or cached.eager
+        res.compile_timing, res.compile_error = cached.compiled, cached.compile_error
     else:
-        res.eager_timing, res.compile_timing, res.compile_error = eager, compiled, compile_error
-        if eager is not None:
-            measured = MeasuredBaselines(key, res.problem_id, res.device, res.device_name, res.torch_version,
-                                         eager, compiled, compile_error)
+        res.eager_timing, res.compile_timing, res.compile_error = timed
+        if timed.eager is not None:
+            measured = MeasuredBaselines(key, res.problem_id, res.device, res.device_name, res.torch_version, timed)
     res.checks = decide.judge_checks(judge)
     res.max_abs_error, res.norm_error = decide.worst_errors(res.checks)
     res.candidate_timing = TimingStats.from_samples(report.samples, report.late)

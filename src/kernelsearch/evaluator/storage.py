@@ -12,15 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from kernelsearch.records.result import EvalResult, TimingStats
+from kernelsearch.records.result import Baselines, EvalResult
 
 if TYPE_CHECKING:
     from kernelsearch.problems.loader import Problem
     from kernelsearch.records.candidate import Candidate
-
-# a problem's cached baselines: eager, torch.compile, and why torch.compile failed ("" if it did not)
-Baselines = tuple[TimingStats | None, TimingStats | None, str]
-
 
 @runtime_checkable
 class BaselineStore(Protocol):
@@ -29,8 +25,7 @@ class BaselineStore(Protocol):
     def get_baseline(self, key: str) -> Baselines | None: ...
 
     def put_baseline(self, key: str, problem_id: str, device: str, device_name: str, torch_version: str,
-                     eager: TimingStats | None, compile_: TimingStats | None, compile_error: str
-                     ) -> Baselines | None:
+                     baselines: Baselines) -> Baselines | None:
         """Cache baselines; return those cached under ``key`` afterwards (the first complete
         entry stays, so the caller uses what this returns), or None if the store cannot say."""
         ...
@@ -61,12 +56,10 @@ class MeasuredBaselines:
     device: str
     device_name: str
     torch_version: str
-    eager: TimingStats | None
-    compile_: TimingStats | None
-    compile_error: str
+    baselines: Baselines
 
     def put(self, store: BaselineStore) -> Baselines | None:
         """Put them in ``store``; what it holds under the key afterwards (another process's, if
         that came first), or None."""
         return store.put_baseline(self.key, self.problem_id, self.device, self.device_name, self.torch_version,
-                                  self.eager, self.compile_, self.compile_error)
+                                  self.baselines)

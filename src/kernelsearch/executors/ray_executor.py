@@ -30,7 +30,7 @@ from kernelsearch.executors.base import EvaluateFn, Executor, Finished, Job, cra
 from kernelsearch.executors.common import failed_build_result
 from kernelsearch.problems.loader import Problem
 from kernelsearch.records.candidate import Candidate
-from kernelsearch.records.result import EvalResult, TimingStats
+from kernelsearch.records.result import Baselines, EvalResult
 
 
 class BaselineSnapshot:
@@ -42,13 +42,13 @@ class BaselineSnapshot:
         self._baselines = dict(baselines)
         self.puts: list[tuple] = []
 
-    def get_baseline(self, key: str):
+    def get_baseline(self, key: str) -> Baselines | None:
         return self._baselines.get(key)
 
     def put_baseline(self, key: str, problem_id: str, device: str, device_name: str, torch_version: str,
-                     eager: TimingStats | None, compile_: TimingStats | None, compile_error: str) -> None:
-        self.puts.append((key, problem_id, device, device_name, torch_version, eager, compile_, compile_error))
-        self._baselines[key] = (eager, compile_, compile_error)
+                     baselines: Baselines) -> None:
+        self.puts.append((key, problem_id, device, device_name, torch_version, baselines))
+        self._baselines[key] = baselines
 
     def add_candidate(self, *args: Any, **kwargs: Any) -> None:
         return None

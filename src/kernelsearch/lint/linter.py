@@ -21,6 +21,7 @@ from pathlib import Path
 from kernelsearch.evaluator.config import Limits, default_home
 from kernelsearch.evaluator.sandbox.process import WorkerOutcome, run_worker
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.jobs import LintItem, LintJob
 from kernelsearch.records.protocol import Kind
 
 SEVERITIES = ("error", "warning", "info")
@@ -83,15 +84,13 @@ def lint(problems: Sequence[Problem], device: str = "cpu", *, timeout_s: float =
     reports = [LintReport(p.name, str(p.path), device) for p in problems]
     pending = list(range(len(problems)))
     while pending:
-        job = {"role": "lint", "device": device, "memory_bytes": lim.memory_bytes,
-               "problems": [{"index": i, "path": str(problems[i].path), "atol": problems[i].atol,
-                             "rtol": problems[i].rtol, "precision": problems[i].precision} for i in pending]}
+        job = LintJob(device=device, memory_bytes=lim.memory_bytes,
+                      problems=[LintItem(index=i, path=str(problems[i].path), atol=problems[i].atol,
+                                         rtol=problems[i].rtol, precision=problems[i].precision) for i in pending])
         with tempfile.TemporaryDirectory(prefix="ks-lint-") as work:
             # a deadline per problem (the worker announces phase "lint:<index>" for each)
             timeouts = {"default": timeout_s, **{f"lint:{i}": timeout_s for i in pending}}
-            out = run_worker(job, Path(work), timeouts=timeouts, memory_bytes=lim.memory_bytes,
-                             output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
-                             sandbox=lim.sandbox, max_tasks=lim.max_tasks)
+            out = run_worker(job, Path(work), lim, timeouts=timeouts)
         done: set[int] = set()
         started: list[int] = []
         for m in out.messages:  # the reference shares the worker: take nothing on trust

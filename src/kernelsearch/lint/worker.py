@@ -24,6 +24,7 @@ from kernelsearch.evaluator.timing.loop import sync
 from kernelsearch.evaluator.worker.common import Channel, make_inputs, make_model
 from kernelsearch.lint.linter import Finding
 from kernelsearch.problems.loader import load_module
+from kernelsearch.records.jobs import LintJob
 from kernelsearch.records.protocol import Kind
 
 INIT_SEED = 0
@@ -35,19 +36,19 @@ MIN_GPU_MS = 1.0  # eager time below which GPU timings are mostly launch overhea
 SLICE = 1 << 22
 
 
-def run_lint(job: dict, ch: Channel) -> None:
-    """Lint ``job["problems"]`` in turn; ``phase`` restarts the parent's per-problem clock."""
-    device = job["device"]
-    for item in job["problems"]:
-        i = item["index"]
+def run_lint(job: LintJob, ch: Channel) -> None:
+    """Lint ``job.problems`` in turn; ``phase`` restarts the parent's per-problem clock."""
+    device = job.device
+    for item in job.problems:
+        i = item.index
         ch.send(Kind.PHASE, phase=f"lint:{i}")
-        unfit = _unfit(Path(item["path"]), device, job, item.get("precision"))
+        unfit = _unfit(Path(item.path), device, job, item.precision)
         if unfit:  # not run: it would kill this worker, and the problems after it with it
             ch.send(Kind.FINDING, index=i, code="run-error", severity="error", message=unfit[:500])
             ch.send(Kind.LINTED, index=i)
             continue
-        for f in lint_reference(Path(item["path"]), device, item["atol"], item["rtol"], f"ks_lint_problem_{i}",
-                                item.get("precision")):
+        for f in lint_reference(Path(item.path), device, item.atol, item.rtol, f"ks_lint_problem_{i}",
+                                item.precision):
             ch.send(Kind.FINDING, index=i, code=f.code, severity=f.severity, message=f.message)
         ch.send(Kind.LINTED, index=i)
         if device == "cuda":
@@ -55,7 +56,7 @@ def run_lint(job: dict, ch: Channel) -> None:
     ch.send(Kind.DONE)
 
 
-def _unfit(path: Path, device: str, job: dict, precision: str | None) -> str:
+def _unfit(path: Path, device: str, job: LintJob, precision: str | None) -> str:
     """The evaluator's memory-feasibility reason for the problem on ``device`` ("" if it fits or
     is unknown): a reference that cannot be evaluated there is not linted there either. Asked
     here, in the worker, since describing the problem runs its forward (on meta)."""
@@ -64,7 +65,7 @@ def _unfit(path: Path, device: str, job: dict, precision: str | None) -> str:
     from kernelsearch.problems.loader import load_problem
 
     try:
-        limits = Limits(memory_bytes=int(job.get("memory_bytes") or Limits().memory_bytes))
+        limits = Limits(memory_bytes=job.memory_bytes or Limits().memory_bytes)
         return fit_reason(load_problem(path), EvalConfig(device=device, limits=limits, precision=precision))
     except Exception:  # noqa: BLE001 - the lint's own run finds out what is wrong
         return ""

@@ -97,10 +97,6 @@ class SQLiteCache:
         with closing(self._connect()) as db, db:
             db.execute("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?)", row)
 
-    def delete(self, key: str) -> bool:
-        with closing(self._connect()) as db, db:
-            return db.execute("DELETE FROM responses WHERE key = ?", (key,)).rowcount > 0
-
     def __len__(self) -> int:
         with closing(self._connect()) as db:
             return int(db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])

@@ -167,9 +167,6 @@ class Problem:
         """Content hash: two runs of the same problem file share baselines and archive rows."""
         return hashlib.sha256(self.source.encode()).hexdigest()[:16]
 
-    def sizes_for(self, device: str) -> dict[str, Any]:
-        return dict(self.cpu_sizes) if device == "cpu" else {}
-
     def at(self, precision: str | None) -> Problem:
         """This problem evaluated at ``precision`` (None: as it is)."""
         if precision is None:

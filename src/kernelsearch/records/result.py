@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class Status(str, Enum):
@@ -76,6 +76,15 @@ class TimingStats:
             return None
         return cls(**{k: d[k] for k in ("median_ms", "mean_ms", "min_ms", "max_ms", "q1_ms", "q3_ms", "n")},
                    late=int(d.get("late") or 0))
+
+
+class Baselines(NamedTuple):
+    """A problem's baselines as one judge timed them and the archive caches them: eager,
+    torch.compile (None where it failed or was skipped), and why torch.compile failed ("")."""
+
+    eager: TimingStats | None
+    compiled: TimingStats | None
+    compile_error: str = ""
 
 
 @dataclass

@@ -95,10 +95,6 @@ def round_stop(b: Budgets, s: Spent) -> Stop | None:
     return None
 
 
-def candidates_left(b: Budgets, s: Spent) -> int | None:
-    return None if b.candidates is None else max(0, b.candidates - s.candidates)
-
-
 class SessionClock:
     """Active wall time of a run: what earlier sessions recorded plus this session's time."""
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
 from kernelsearch.playbook.notes import MODES as PLAYBOOK_MODES
+from kernelsearch.records.choices import check_choice
 from kernelsearch.search.ranking import FALLBACK_POLICIES
 
 STRATEGIES = ("single", "best-of-n", "refine", "branch", "evolve")
@@ -67,10 +68,9 @@ class RunConfig:
     playbook: str = "on"
 
     def __post_init__(self) -> None:
-        if self.playbook not in PLAYBOOK_MODES:
-            raise ValueError(f"playbook must be one of {PLAYBOOK_MODES}, not {self.playbook!r}")
-        if self.torch_fallback not in FALLBACK_POLICIES:
-            raise ValueError(f"torch_fallback must be one of {FALLBACK_POLICIES}, not {self.torch_fallback!r}")
+        check_choice("RunConfig", "strategy", self.strategy, STRATEGIES)
+        check_choice("RunConfig", "playbook", self.playbook, PLAYBOOK_MODES)
+        check_choice("RunConfig", "torch_fallback", self.torch_fallback, FALLBACK_POLICIES)
         # the evaluator knows mark and reject; either side asking for reject means reject
         # (a run stored before this field existed has only eval.torch_fallback)
         if "reject" in (self.torch_fallback, self.eval.torch_fallback):

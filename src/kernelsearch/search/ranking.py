@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
+from kernelsearch.records.choices import RUN_FALLBACK_POLICIES as FALLBACK_POLICIES
+from kernelsearch.records.choices import TORCH_FALLBACK as FALLBACK_FLAG
+
 Key = tuple[str, str]  # (problem_id, device): kernels are compared only within one
 
-FALLBACK_FLAG = "torch_fallback"  # the evaluator's mark: PyTorch (in Python or ATen in the extension) did the work
 # A run's --torch-fallback: "mark" (default) keeps marked kernels out of its ranking, "allow"
-# ranks them like any other, "reject" has the evaluator reject them.
-FALLBACK_POLICIES = ("mark", "allow", "reject")
+# ranks them like any other, "reject" has the evaluator reject them (records.choices).
 
 
 def eligible_sql(policy: str, e: str = "e") -> str:

@@ -62,4 +62,4 @@ def verify_best(run_dir: str | Path, top: int = 1, trials: int = 10, sanitize: b
 def _compile_ms(archive, problem, config) -> float | None:
     """The cached torch.compile baseline of the problem under the run's settings, if timed."""
     cached = archive.get_baseline(baseline_key(problem, config))
-    return cached[1].median_ms if cached and cached[1] is not None else None
+    return cached.compiled.median_ms if cached and cached.compiled is not None else None

@@ -23,9 +23,11 @@ from pathlib import Path
 
 from kernelsearch.evaluator.builds.cache import build_dir, building
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
+from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome, start_worker
 from kernelsearch.evaluator.screen.python import screen
 from kernelsearch.records.candidate import DEVICE_BACKENDS, Candidate
+from kernelsearch.records.choices import FALLBACK_FLAGS
+from kernelsearch.records.jobs import BuildJob
 from kernelsearch.records.protocol import Kind
 
 BUILT_MARKER = ".ks-built"
@@ -47,8 +49,8 @@ def needs_build(candidate: Candidate, config: EvalConfig) -> bool:
     sc = screen(candidate.source)
     if sc.syntax_error:
         return False
-    if config.static_screen and (sc.reject or (config.torch_fallback == "reject" and (
-            "torch_fallback" in sc.flags or "exception_fallback" in sc.flags))):
+    if config.static_screen and (sc.reject or (config.torch_fallback == "reject" and any(
+            f in sc.flags for f in FALLBACK_FLAGS))):
         return False
     return True
 
@@ -69,12 +71,11 @@ def build_one(candidate: Candidate, config: EvalConfig, max_jobs: int = 1,
         work = Path(tmp)
         path = work / f"{candidate.name or 'candidate'}.py"
         path.write_text(candidate.source)
-        job = {"role": "build", "device": config.device, "candidate_path": str(path)}
-        worker = Worker(
-            job, work, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
+        job = BuildJob(device=config.device, candidate_path=str(path))
+        worker = start_worker(
             # the build phase's own deadline fires first, as in the evaluation's worker, so a
             # build that is too slow fails here with the reason the evaluation would give
-            sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + 60,
+            job, work, lim, total_s=lim.build_timeout_s + 60,
             env_extra={"TORCH_EXTENSIONS_DIR": str(bdir), "MAX_JOBS": str(max(1, max_jobs))},
         )
         with worker, building(worker, bdir), (hold(worker) if hold is not None else nullcontext()):

@@ -19,9 +19,10 @@ from typing import Any
 
 from kernelsearch.evaluator.builds.cache import build_dir, building
 from kernelsearch.evaluator.config import EvalConfig
-from kernelsearch.evaluator.sandbox.process import Worker, WorkerOutcome
+from kernelsearch.evaluator.sandbox.process import WorkerOutcome, start_worker
 from kernelsearch.problems.loader import Problem
 from kernelsearch.records.candidate import Candidate
+from kernelsearch.records.jobs import CandidateJob
 
 
 @contextmanager
@@ -36,16 +37,14 @@ def tool_run(problem: Problem, candidate: Candidate, config: EvalConfig, wrapper
         path = work / "candidate.py"
         path.write_text(candidate.source)
         bdir = build_dir(config, candidate)
-        job = {
-            "role": "candidate", "device": config.device, "problem_path": str(problem.path),
-            "candidate_path": str(path), "init_seed": secrets.randbelow(2**31 - 2) + 1,
-            "trial_seeds": [secrets.randbelow(2**31 - 2) + 1], "timing_seeds": [],
-            "timing": asdict(config.timing), "out_dir": str(work / "out"), "skip_timing": True, **(job_extra or {}),
-        }
+        job = CandidateJob(
+            device=config.device, problem_path=str(problem.path), candidate_path=str(path),
+            init_seed=secrets.randbelow(2**31 - 2) + 1, trial_seeds=[secrets.randbelow(2**31 - 2) + 1],
+            timing_seeds=[], timing=asdict(config.timing), out_dir=str(work / "out"), skip_timing=True,
+            **(job_extra or {}))
         run_s = max(lim.run_timeout_s, run_timeout_s)
-        worker = Worker(
-            job, work, output_bytes=lim.output_bytes, file_bytes=lim.file_bytes,
-            sandbox=lim.sandbox, max_tasks=lim.max_tasks, total_s=lim.build_timeout_s + run_s,
+        worker = start_worker(
+            job, work, lim, total_s=lim.build_timeout_s + run_s,
             env_extra={"TORCH_EXTENSIONS_DIR": str(bdir), **config.worker_env(), **(env_extra or {})},
             wrapper=wrapper(work),
         )

@@ -13,13 +13,13 @@ from kernelsearch.evaluator.worker.common import (
     make_inputs,
     make_model,
     param_digest,
-    size_device,
     timing_inputs,
 )
+from kernelsearch.records.jobs import JudgeJob
 from kernelsearch.records.protocol import Kind
 
 
-def run_judge(job: dict, ch: Channel) -> None:
+def run_judge(job: JudgeJob, ch: Channel) -> None:
     import torch
 
     from kernelsearch.evaluator.config import TimingConfig
@@ -28,19 +28,19 @@ def run_judge(job: dict, ch: Channel) -> None:
     from kernelsearch.problems.loader import load_module
 
     ch.send(Kind.PHASE, phase="check")  # reference outputs and comparisons (what the timing breakdown shows)
-    device = job["device"]
-    outputs = Source(Path(job["out_dir"]), device, int(job.get("handover_limit") or 0))
-    atol, rtol = job["atol"], job["rtol"]
-    vacuity = bool(job.get("guard_vacuous", False))
-    problem = load_module(Path(job["problem_path"]), device=size_device(job), name="ks_reference_problem")
+    device = job.device
+    outputs = Source(Path(job.out_dir), device, job.handover_limit)
+    atol, rtol = job.atol, job.rtol
+    vacuity = job.guard_vacuous
+    problem = load_module(Path(job.problem_path), device=job.size_device, name="ks_reference_problem")
     ch.send(Kind.INFO, device_name=device_name(device), torch_version=torch.__version__)
-    prec = job.get("precision")
-    model = make_model(problem.Model, problem, job["init_seed"], device, prec)
+    prec = job.precision
+    model = make_model(problem.Model, problem, job.init_seed, device, prec)
     ch.send(Kind.PARAMS, digest=param_digest(model))
 
     def reference(seed: int) -> list:
         with torch.no_grad():
-            out = model(*make_inputs(problem, seed, device, job.get("distribution", "normal"), prec))
+            out = model(*make_inputs(problem, seed, device, job.distribution, prec))
         return [out] if isinstance(out, torch.Tensor) else list(out)
 
     load = outputs.load
@@ -57,7 +57,7 @@ def run_judge(job: dict, ch: Channel) -> None:
         ch.send(Kind.CHECK, **c.__dict__)
         return got
 
-    for i, seed in enumerate(job.get("check_trials", [])):
+    for i, seed in enumerate(job.check_trials):
         got = check(f"trial{i}", f"trial{i}.kst", seed)
         if i == 0 and got is not None:
             again, why = load("repeat0.kst")
@@ -69,25 +69,24 @@ def run_judge(job: dict, ch: Channel) -> None:
                     c.reason = "two runs on the same inputs disagree: " + c.reason
                 ch.send(Kind.CHECK, **c.__dict__)
         del got
-    order = job.get("check_order")
+    order = job.check_order
     if order:  # the stream-order check's snapshot: the output as the caller's stream saw it
         check("stream order", order["file"], order["seed"],
               "wrong when its side streams run late (the caller's stream read their results without waiting "
               "for them): ")
-    for spot in job.get("check_spots", []):
-        check(f"timed call (input set {spot['input_set']})", spot["file"], job["timing_seeds"][spot["input_set"]],
+    for spot in job.check_spots:
+        check(f"timed call (input set {spot['input_set']})", spot["file"], job.timing_seeds[spot["input_set"]],
               "output of a timed call is wrong: ")
     outputs.close()
     if torch.cuda.is_available() and device == "cuda":
         torch.cuda.empty_cache()
 
-    want = job.get("baselines")  # True: eager and (if asked) torch.compile; "eager": eager only
-    if want:
-        tcfg = TimingConfig(**job["timing"])
-        sets, inputs_for = timing_inputs(problem, job, tcfg)
+    if job.baselines != "none":  # "all": eager and (if asked) torch.compile; "eager": eager only
+        tcfg = TimingConfig(**job.timing)
+        sets, inputs_for = timing_inputs(problem, job.timing_seeds, device, tcfg, job.distribution, prec)
         hooks = baseline_hooks(device)
         ch.send(Kind.PHASE, phase="timing")
-        compile_too = want is True and bool(job.get("compile_baseline"))
+        compile_too = job.baselines == "all" and job.compile_baseline
         for kind, stats, error in baseline_timings(model, sets, inputs_for, device, tcfg, hooks, compile_too):
             ch.send(Kind.BASELINE, kind=kind, stats=stats, **({"error": error} if error else {}))
     ch.send(Kind.DONE)

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelsearch.evaluator.sandbox import reaper
+from kernelsearch.records.choices import SANDBOX_MODES as MODES
 
-MODES = ("auto", "bwrap", "none")
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _MASK_TMPFS_BYTES = 1 << 20  # hidden dirs become tiny read-only tmpfs with only mountpoints

@@ -28,9 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import kernelsearch
+from kernelsearch.evaluator.config import Limits
 from kernelsearch.evaluator.handover import fds
 from kernelsearch.evaluator.sandbox import isolation
 from kernelsearch.records import protocol
+from kernelsearch.records.jobs import Job, to_wire
 from kernelsearch.records.protocol import Kind
 
 # Variables a worker may inherit; everything else (API keys, tokens, cloud credentials) stays out.
@@ -102,31 +104,34 @@ def _writable_dirs(env_extra: dict[str, str] | None) -> list[Path]:
     return dirs
 
 
-def run_worker(
-    job: dict,
-    workdir: Path,
-    timeouts: dict[str, float],
-    memory_bytes: int,
-    output_bytes: int,
-    file_bytes: int,
-    env_extra: dict[str, str] | None = None,
-    wrapper: list[str] | None = None,
-    sandbox: str = "auto",
-    max_tasks: int = 4096,
-    total_s: float | None = None,
-) -> WorkerOutcome:
+def start_worker(job: Job | None, workdir: Path, limits: Limits, *, total_s: float | None = None,
+                 env_extra: dict[str, str] | None = None, wrapper: list[str] | None = None,
+                 file_bytes: int | None = None, handover: bool = False) -> Worker:
+    """The one way the evaluator starts a worker: of ``job``'s role, under ``limits`` (printed
+    output, file size, sandbox, tasks; ``file_bytes`` overrides the file size). ``job`` is the
+    job, or a draft of it naming every path the job will (the sandbox mounts those at start);
+    None starts a worker of no role. ``total_s``, ``env_extra``, ``wrapper`` and ``handover``
+    are ``Worker``'s."""
+    return Worker(job, workdir, output_bytes=limits.output_bytes,
+                  file_bytes=limits.file_bytes if file_bytes is None else file_bytes, env_extra=env_extra,
+                  wrapper=wrapper, sandbox=limits.sandbox, max_tasks=limits.max_tasks, total_s=total_s,
+                  handover=handover)
+
+
+def run_worker(job: Job, workdir: Path, limits: Limits, timeouts: dict[str, float], *,
+               total_s: float | None = None, env_extra: dict[str, str] | None = None,
+               wrapper: list[str] | None = None) -> WorkerOutcome:
     """Start a worker on ``job`` and collect its messages until it exits or is killed.
 
     ``timeouts`` maps a phase name (announced by the worker) to its deadline in seconds; the
     clock restarts at every phase change. Phases not listed use ``timeouts["default"]``.
     ``total_s`` bounds the whole run (for candidate code, which could announce phase after
     phase to reset the clock) and sets RLIMIT_CPU to match; None: per-phase deadlines only
-    (a worker that goes through many items, one phase each). ``sandbox`` is
-    ``Limits.sandbox``; ``max_tasks`` caps processes plus threads of all the worker starts.
+    (a worker that goes through many items, one phase each). ``limits.memory_bytes`` caps the
+    resident memory of the worker and all it starts.
     """
-    w = Worker(job, workdir, output_bytes=output_bytes, file_bytes=file_bytes, env_extra=env_extra,
-               wrapper=wrapper, sandbox=sandbox, max_tasks=max_tasks, total_s=total_s)
-    return w.run(job, timeouts, memory_bytes)
+    with start_worker(job, workdir, limits, total_s=total_s, env_extra=env_extra, wrapper=wrapper) as w:
+        return w.run(job, timeouts, limits.memory_bytes)
 
 
 def pause_all(workers: Iterable[Worker]) -> None:
@@ -159,9 +164,10 @@ class Worker:
     the critical path; nothing of the job (no candidate code) runs before ``run``.
 
     ``paths_from`` is the job, or a draft of it holding every path the job will name (the
-    sandbox mounts those at start). ``close`` kills a worker that was never run."""
+    sandbox mounts those at start), or None (a worker of no role). ``close`` kills a worker
+    that was never run. Start one with ``start_worker``."""
 
-    def __init__(self, paths_from: dict, workdir: Path, *, output_bytes: int, file_bytes: int,
+    def __init__(self, paths_from: Job | None, workdir: Path, *, output_bytes: int, file_bytes: int,
                  env_extra: dict[str, str] | None = None, wrapper: list[str] | None = None,
                  sandbox: str = "auto", max_tasks: int = 4096, total_s: float | None = None,
                  handover: bool = False) -> None:
@@ -174,6 +180,7 @@ class Worker:
         self.cgroup: isolation.PidsCgroup | None = None
         self.max_tasks, self.total_s, self.output_bytes = max_tasks, total_s, output_bytes
         self._done = False
+        self._role = paths_from.ROLE if paths_from is not None else None  # what it preloaded for
         # told each phase the worker announces, then "" when it has ended (executors pause
         # builds while a lane is in its "timing" phase)
         self.on_phase: Callable[[str], None] | None = None
@@ -184,13 +191,14 @@ class Worker:
             return
         self.cgroup = cgroup = isolation.PidsCgroup.create(max_tasks)
         out.isolation = self.mode + ("+cgroup" if cgroup else "+watchdog")
-        role = protocol.role(str(paths_from.get("role", "")))
+        role = protocol.role(paths_from.ROLE) if paths_from is not None else None
         self._allowed = protocol.allowed_kinds(role.name) if role else None
         argv = [*(wrapper or []), sys.executable, "-m", "kernelsearch.evaluator.worker"]
         # after the pipe's descriptor: the role, whether to load the stream shim, what to preload
         role_args = [role.name if role else "", "1" if role and role.shim else "0", *(role.preload if role else ())]
         if self.mode == "bwrap":
-            prefix = isolation.bwrap_args(workdir, _writable_dirs(env_extra), isolation.job_paths(paths_from))
+            paths = isolation.job_paths(to_wire(paths_from) if paths_from is not None else {})
+            prefix = isolation.bwrap_args(workdir, _writable_dirs(env_extra), paths)
             deathsig = signal.SIGKILL  # bwrap's --die-with-parent and PID namespace do the rest
         else:
             prefix, deathsig = isolation.reaper_args(), signal.SIGTERM
@@ -329,11 +337,13 @@ class Worker:
         if cpus:
             isolation.pin_groups(_live_groups([self]), cpus)
 
-    def run(self, job: dict, timeouts: dict[str, float], memory_bytes: int) -> WorkerOutcome:
+    def run(self, job: Job, timeouts: dict[str, float], memory_bytes: int) -> WorkerOutcome:
         """Hand the worker its job and watch it until it exits or is killed; once only.
         Deadlines count from here, not from the start."""
         if self._done:
             raise RuntimeError("a worker runs one job")
+        if self._role is not None and job.ROLE != self._role:
+            raise ValueError(f"a worker started for a {self._role!r} job was handed a {job.ROLE!r} job")
         self._done = True
         if self.proc is None or getattr(self, "_state", None) is None:
             return self.out  # the sandbox could not start: ``killed`` says so
@@ -343,19 +353,20 @@ class Worker:
             self._tell("")
             self.on_phase = None
 
-    def _watch(self, job: dict, timeouts: dict[str, float], memory_bytes: int) -> WorkerOutcome:
+    def _watch(self, job: Job, timeouts: dict[str, float], memory_bytes: int) -> WorkerOutcome:
         out, proc, cgroup, state = self.out, self.proc, self.cgroup, self._state
         assert proc is not None
         start = time.monotonic()
         with self._lock:
             state["since"] = max(state["since"], start)
-        role = protocol.role(str(job.get("role", "")))
+        role = protocol.role(job.ROLE)
         with self._lock:
             self._allowed = protocol.allowed_kinds(role.name) if role else None
+        wire = to_wire(job)
         try:
             assert proc.stdin is not None
             # the role's function travels with the job: the worker knows no role by name
-            proc.stdin.write(json.dumps({**job, "entry": role.entry} if role else job).encode())
+            proc.stdin.write(json.dumps({**wire, "entry": role.entry} if role else wire).encode())
             proc.stdin.close()
         except BrokenPipeError:
             pass

@@ -19,6 +19,7 @@ from kernelsearch.evaluator.screen.native import (
     native_reject,
     native_sources,
 )
+from kernelsearch.records.choices import EXCEPTION_FALLBACK, TORCH_FALLBACK
 from kernelsearch.records.codes import Code
 
 # Modules whose use in a candidate means background work, escape from the worker, or
@@ -195,18 +196,18 @@ def screen(source: str) -> ScreenResult:
     if found := _stream_rule(tree, names) or native_reject(sources) or _shape_dispatch(model_new):
         return res.rejected(found)
     if _has_torch_fallback_handler(forward):
-        res.flags.append("exception_fallback")
+        res.flags.append(EXCEPTION_FALLBACK)
         res.notes.append("forward catches an exception and calls PyTorch compute in the handler")
         return res.rejected(Finding(Code.EXCEPTION_FALLBACK,
                                     "forward falls back to PyTorch compute in an exception handler"))
     uses = _torch_compute_on_forward(model_new, forward)
     if uses:
-        res.flags.append("torch_fallback")
+        res.flags.append(TORCH_FALLBACK)
         res.notes.append("forward path calls PyTorch compute: " + ", ".join(sorted(uses)[:8]))
     native = native_compute(sources)
     if native:
-        if "torch_fallback" not in res.flags:
-            res.flags.append("torch_fallback")
+        if TORCH_FALLBACK not in res.flags:
+            res.flags.append(TORCH_FALLBACK)
         res.notes.append("compiled code calls library compute: " + ", ".join(native[:8]))
     return res
 

@@ -26,6 +26,7 @@ from typing import Any
 from kernelsearch.evaluator.config import EvalConfig
 from kernelsearch.problems.describe import ProblemDescription, TensorInfo, describe_cached
 from kernelsearch.problems.loader import Problem
+from kernelsearch.records.jobs import CeilingsJob
 from kernelsearch.records.protocol import Kind
 
 # What is measured, per device: copy size in bytes, square matmul size, dtypes.
@@ -97,12 +98,9 @@ def _load(path: Path) -> Ceilings | None:
 def measure(config: EvalConfig) -> Ceilings | None:
     from kernelsearch.evaluator.sandbox.process import run_worker
 
-    lim = config.limits
     with tempfile.TemporaryDirectory(prefix="ks-ceilings-") as tmp:
-        out = run_worker({"role": "ceilings", "device": config.device, **PLAN[config.device]}, Path(tmp),
-                         timeouts={"default": 300.0}, memory_bytes=lim.memory_bytes, output_bytes=lim.output_bytes,
-                         file_bytes=lim.file_bytes, sandbox=lim.sandbox, max_tasks=lim.max_tasks,
-                         env_extra=config.worker_env())
+        out = run_worker(CeilingsJob(device=config.device, **PLAN[config.device]), Path(tmp), config.limits,
+                         timeouts={"default": 300.0}, env_extra=config.worker_env())
     got = out.first(Kind.CEILINGS)
     if got is None:
         return None
@@ -115,21 +113,21 @@ def measure(config: EvalConfig) -> Ceilings | None:
         return None
 
 
-def run_measure(job: dict, ch: Any) -> None:
+def run_measure(job: CeilingsJob, ch: Any) -> None:
     """Worker side (role "ceilings"): trusted code only, nothing of a candidate is loaded."""
     import torch
 
     from kernelsearch.evaluator.timing.device import device_name
 
-    device = job["device"]
-    n_copy = job["copy_bytes"] // 4
+    device = job.device
+    n_copy = job.copy_bytes // 4
     src = torch.ones(n_copy, device=device)
     dst = torch.empty_like(src)
     copy_ms = _best_ms(lambda d=dst, s=src: d.copy_(s), device, reps=20)
     del src, dst
     tflops: dict[str, float] = {}
-    n = job["n"]
-    for name in job["dtypes"]:
+    n = job.n
+    for name in job.dtypes:
         dtype = torch.float32 if name == "tf32" else getattr(torch, name)
         a = torch.randn(n, n, device=device, dtype=dtype)
         b = torch.randn(n, n, device=device, dtype=dtype)

@@ -22,7 +22,7 @@ from kernelsearch.evaluator.verdict.weights import init_difference
 from kernelsearch.records.codes import Code
 from kernelsearch.records.codes import parse as parse_code
 from kernelsearch.records.protocol import Kind
-from kernelsearch.records.result import EvalResult, Status, TimingStats, TrialCheck
+from kernelsearch.records.result import Baselines, EvalResult, Status, TimingStats, TrialCheck
 
 if TYPE_CHECKING:
     from kernelsearch.evaluator.sandbox.process import WorkerOutcome
@@ -326,10 +326,10 @@ def correct(res: EvalResult) -> Verdict:
     return Verdict(Status.CORRECT, ", ".join(parts))
 
 
-def adopt_baselines(res: EvalResult, compile_timing: TimingStats | None, compile_error: str) -> EvalResult:
+def adopt_baselines(res: EvalResult, stored: Baselines) -> EvalResult:
     """Take the torch.compile baseline another process cached first; a correct kernel's reason
     (its speedups) is stated against it."""
-    res.compile_timing, res.compile_error = compile_timing, compile_error
+    res.compile_timing, res.compile_error = stored.compiled, stored.compile_error
     return apply(res, correct(res)) if res.status is Status.CORRECT else res
 
 

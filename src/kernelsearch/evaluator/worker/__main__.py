@@ -13,7 +13,8 @@ Every role runs in a process of its own, the candidate's first:
 Messages go to the parent as JSON lines on a private pipe (the file descriptor in argv), not
 on stdout, which the candidate is free to fill with noise; ``kernelsearch.records.protocol`` says
 what they are. The roles are registered there by their owners (``kernelsearch.evaluator`` for its
-own); the parent puts the role's function (``"entry"``) in the job, and names in argv what to
+own); the parent puts the role's function (``"entry"``) in the job (a typed one, ``kernelsearch.records.jobs``, parsed and checked here before its role
+sees it), and names in argv what to
 import while the job is awaited (MODULE ...) and whether to load the stream shim first (SHIM
 "1"). ``main`` here knows no role by name: it only calls the function the job names.
 """
@@ -28,6 +29,8 @@ import traceback
 from kernelsearch.evaluator.timing.streamshim import ENV as _SHIM_ENV
 from kernelsearch.evaluator.timing.streamshim import preload as _preload_shim
 from kernelsearch.evaluator.worker.common import tail
+from kernelsearch.records.jobs import Job, JobError
+from kernelsearch.records.jobs import parse as parse_job
 from kernelsearch.records.protocol import Channel, Kind
 
 # torch and the checks are imported lazily, inside main and the roles (whose modules import only
@@ -48,13 +51,12 @@ def main(argv: list[str]) -> int:
         for name in argv[4:]:
             importlib.import_module(name)
 
-        job = json.loads(sys.stdin.read())
-        if job.get("device") == "cpu" and os.environ.get("OMP_NUM_THREADS", "").isdigit():
-            torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-        entry = job.get("entry")
-        if not isinstance(entry, str) or ":" not in entry or not entry.startswith("kernelsearch."):
-            ch.send(Kind.ERROR, phase="setup", kind="runtime_error", message=f"unknown role {job.get('role')!r}")
+        job, entry, kind, why = _read_job(json.loads(sys.stdin.read()))
+        if job is None:
+            ch.send(Kind.ERROR, phase="setup", kind=kind, message=why[:4000])
         else:
+            if job.device == "cpu" and os.environ.get("OMP_NUM_THREADS", "").isdigit():
+                torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
             module, function = entry.split(":", 1)
             getattr(importlib.import_module(module), function)(job, ch)
     except BaseException as e:  # noqa: BLE001
@@ -74,6 +76,19 @@ def main(argv: list[str]) -> int:
     # Skip interpreter teardown: extension destructors and CUDA contexts can hang or crash
     # there, and everything worth keeping has been sent.
     os._exit(0)
+
+
+def _read_job(raw: object) -> tuple[Job | None, str, str, str]:
+    """(job, its role's function, "", "") for a job its role has, else (None, "", error kind,
+    why): an unknown role, or a malformed job (the harness's bug: records/jobs.py says why)."""
+    entry = raw.get("entry") if isinstance(raw, dict) else None
+    if not isinstance(entry, str) or ":" not in entry or not entry.startswith("kernelsearch."):
+        role = raw.get("role") if isinstance(raw, dict) else None
+        return None, "", "runtime_error", f"unknown role {role!r}"
+    try:
+        return parse_job(raw), entry, "", ""
+    except JobError as e:
+        return None, "", "harness_error", f"malformed job: {e}"
 
 
 if __name__ == "__main__":

@@ -17,12 +17,12 @@ from kernelsearch.evaluator.worker.common import (
     make_inputs,
     make_model,
     param_digest,
-    size_device,
     tail,
     timing_inputs,
 )
 from kernelsearch.records.codes import Code
 from kernelsearch.records.codes import parse as parse_code
+from kernelsearch.records.jobs import BuildJob, CandidateJob
 from kernelsearch.records.protocol import Kind
 
 
@@ -75,15 +75,15 @@ _DSL_COMPILE_ERRORS = frozenset({"DSLAstPreprocessorError", "DSLOperationBuildEr
                                  "DiagnosticError", "ParserError", "ScheduleError", "EagerJITBuildError"})
 
 
-def build(job: dict, ch: Channel):
+def build(job: BuildJob | CandidateJob, ch: Channel):
     """Import the candidate, which compiles its extension; report how that went."""
     import torch
 
-    device = job["device"]
+    device = job.device
     ch.send(Kind.PHASE, phase="build")
     t0 = time.perf_counter()
     try:
-        cand = load_module_plain(Path(job["candidate_path"]), "ks_candidate")
+        cand = load_module_plain(Path(job.candidate_path), "ks_candidate")
     except BaseException as e:  # noqa: BLE001 - everything the candidate throws is data
         kind = _classify_import_error(e)
         ch.send(Kind.ERROR, phase="build", kind=kind, message=f"{type(e).__name__}: {e}"[:4000],
@@ -98,13 +98,13 @@ def build(job: dict, ch: Channel):
     return cand
 
 
-def run_build(job: dict, ch: Channel) -> None:
+def run_build(job: BuildJob, ch: Channel) -> None:
     """The ``build`` role: import the candidate (its extension builds) and nothing more."""
     if build(job, ch) is not None:
         ch.send(Kind.DONE)
 
 
-def run_candidate(job: dict, ch: Channel) -> None:
+def run_candidate(job: CandidateJob, ch: Channel) -> None:
     import torch
 
     from kernelsearch.evaluator.handover.outputs import Sink
@@ -115,19 +115,19 @@ def run_candidate(job: dict, ch: Channel) -> None:
     from kernelsearch.evaluator.worker.streams import StreamOrder
     from kernelsearch.problems.loader import load_module
 
-    device = job["device"]
-    out_dir = Path(job["out_dir"])
-    dist, prec = job.get("distribution", "normal"), job.get("precision")
-    problem = load_module(Path(job["problem_path"]), device=size_device(job), name="ks_reference_problem")
+    device = job.device
+    out_dir = Path(job.out_dir)
+    dist, prec = job.distribution, job.precision
+    problem = load_module(Path(job.problem_path), device=job.size_device, name="ks_reference_problem")
     # Guards are set up before the candidate is imported, and their bound methods kept here, so
     # that nothing the candidate patches later changes what they check.
-    guard = CallGuard(device, job.get("backend", ""))
+    guard = CallGuard(device, job.backend)
     guard.install()
     before, after, settle, keep = guard.before, guard.after, guard.settle, guard.keep
     check_integrity, before_timed, after_timed, finish = (
         guard.check_integrity, guard.before_timed, guard.after_timed, guard.finish)
     order_check = StreamOrder(*streamshim.loaded()).check
-    hand = Sink(out_dir, int(job.get("device_handover_bytes") or 0), lambda why: ch.send(Kind.HANDOVER, note=why)).put
+    hand = Sink(out_dir, job.device_handover_bytes, lambda why: ch.send(Kind.HANDOVER, note=why)).put
     cand = build(job, ch)
     if cand is None:
         return
@@ -136,7 +136,7 @@ def run_candidate(job: dict, ch: Channel) -> None:
     phase = "init"
     try:
         check_integrity("while the candidate was imported")
-        model = make_model(cand.ModelNew, problem, job["init_seed"], device, prec)
+        model = make_model(cand.ModelNew, problem, job.init_seed, device, prec)
         check_integrity("while ModelNew was built")
         ch.send(Kind.PARAMS, digest=param_digest(model))
         phase = "correctness"
@@ -150,7 +150,7 @@ def run_candidate(job: dict, ch: Channel) -> None:
             settle(out, fp, label)
             return out, fp
 
-        for i, seed in enumerate(job["trial_seeds"]):
+        for i, seed in enumerate(job.trial_seeds):
             inputs = make_inputs(problem, seed, device, dist, prec)
             originals = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
             _poison(device, max(64 << 20, 2 * _nbytes(inputs)))
@@ -169,21 +169,21 @@ def run_candidate(job: dict, ch: Channel) -> None:
                 del out2, again
             del out, inputs, originals
         ch.send(Kind.OBSERVED, torch_compute=dict(observer.seen))
-        if device == "cuda" and job.get("order_seeds") and not job.get("skip_timing"):
+        if device == "cuda" and job.order_seeds and not job.skip_timing:
             phase = "stream order"
             ch.send(Kind.PHASE, phase="stream order")
             _stream_order(order_check, model, problem, job, ch, before, after, hand)
             ch.send(Kind.PHASE, phase="run")
-        if not job.get("skip_timing"):  # sanitizer runs: correctness only
+        if not job.skip_timing:  # sanitizer runs: correctness only
             phase = "timing"
             _timed_loop(model, problem, job, ch, hand, before_timed, after_timed, finish)
         # the profiled forward comes last, so the timed loop never runs in a process the
         # profiler has attached CUPTI to (the judge's baselines never do either)
         phase = "profile"
-        if device == "cuda" and job.get("kernel_names") is not None:
-            _profile_check(model, make_inputs(problem, job["trial_seeds"][0], device, dist, prec), job["kernel_names"], ch)
-        elif device == "cpu" and job.get("profile"):
-            _profile_cpu(model, make_inputs(problem, job["trial_seeds"][0], device, dist, prec), ch)
+        if device == "cuda" and job.kernel_names is not None:
+            _profile_check(model, make_inputs(problem, job.trial_seeds[0], device, dist, prec), job.kernel_names, ch)
+        elif device == "cpu" and job.profile:
+            _profile_cpu(model, make_inputs(problem, job.trial_seeds[0], device, dist, prec), ch)
     except GuardViolation as e:
         ch.send(Kind.ERROR, phase=phase, kind="rejected", message=str(e)[:4000],
                 code=(parse_code(getattr(e, "code", None)) or Code.RUNTIME_ERROR).value)
@@ -199,7 +199,7 @@ def run_candidate(job: dict, ch: Channel) -> None:
     ch.send(Kind.DONE)
 
 
-def _stream_order(check, model, problem, job: dict, ch: Channel, before, after, hand) -> None:
+def _stream_order(check, model, problem, job: CandidateJob, ch: Channel, before, after, hand) -> None:
     """The stream-order check (worker/streams.py) on the job's own fresh inputs, poisoned memory
     before each call; its snapshot goes to the judge like a trial's output."""
     from dataclasses import asdict
@@ -208,10 +208,10 @@ def _stream_order(check, model, problem, job: dict, ch: Channel, before, after, 
 
     from kernelsearch.evaluator.config import ORDER_FILE
 
-    device, dist, seeds = job["device"], job.get("distribution", "normal"), job["order_seeds"]
+    device, dist, seeds = job.device, job.distribution, job.order_seeds
 
     def inputs(k: int) -> list:
-        args = make_inputs(problem, seeds[k], device, dist, job.get("precision"))
+        args = make_inputs(problem, seeds[k], device, dist, job.precision)
         _poison(device, max(64 << 20, 2 * _nbytes(args)))
         return args
 
@@ -224,16 +224,16 @@ def _stream_order(check, model, problem, job: dict, ch: Channel, before, after, 
     ch.send(Kind.STREAM_ORDER, file=ORDER_FILE, **asdict(report))
 
 
-def _timed_loop(model, problem, job: dict, ch: Channel, hand, before, after, finish) -> None:
+def _timed_loop(model, problem, job: CandidateJob, ch: Channel, hand, before, after, finish) -> None:
     """The timed calls (the guards' hooks around each), then their spot outputs written and
     the raw samples reported."""
     from kernelsearch.evaluator.config import TimingConfig
     from kernelsearch.evaluator.timing.loop import time_calls
 
-    tcfg = TimingConfig(**job["timing"])
-    sets, inputs_for = timing_inputs(problem, job, tcfg)
+    tcfg = TimingConfig(**job.timing)
+    sets, inputs_for = timing_inputs(problem, job.timing_seeds, job.device, tcfg, job.distribution, job.precision)
     ch.send(Kind.PHASE, phase="timing")  # an executor keeps compilers paused until the next phase
-    run = time_calls(model, sets, job["device"], tcfg, spot_checks=tcfg.spot_checks, inputs_for=inputs_for,
+    run = time_calls(model, sets, job.device, tcfg, spot_checks=tcfg.spot_checks, inputs_for=inputs_for,
                      before=before, after=after)
     ch.send(Kind.PHASE, phase="run")
     finish()

@@ -70,11 +70,6 @@ def _hide_seed() -> None:
     seeded(secrets.randbits(62))
 
 
-def size_device(job: dict) -> str:
-    """Which device's sizes to use: "small_sizes" runs a GPU job at the CPU size (sanitizers)."""
-    return "cpu" if job.get("small_sizes") else job["device"]
-
-
 def make_model(cls, module, seed: int, device: str, precision: str | None = None):
     """``cls`` built as KernelBench builds Model and ModelNew: the init inputs drawn after the
     seed, the module made on the CPU after the seed again, then moved to ``device`` and its
@@ -115,11 +110,11 @@ def param_digest(model) -> list[list]:
     return out[:512]
 
 
-def timing_inputs(problem, job: dict, tcfg) -> tuple[list, object]:
-    """The timed loop's inputs, the same way for candidate and baselines: a fresh set per call
-    from its own seed when the job carries one seed per call, else a few sets rotated."""
-    device, dist, seeds = job["device"], job.get("distribution", "normal"), job["timing_seeds"]
-    precision = job.get("precision")
+def timing_inputs(problem, seeds: list[int], device: str, tcfg, dist: str = "normal",
+                  precision: str | None = None) -> tuple[list, object]:
+    """The timed loop's inputs from the job's timing seeds, the same way for candidate and
+    baselines: a fresh set per call from its own seed when there is one seed per call, else a
+    few sets rotated."""
     if tcfg.fresh_inputs and len(seeds) >= tcfg.warmup + tcfg.max_reps:
         return [], lambda k: make_inputs(problem, seeds[k], device, dist, precision)
     return [make_inputs(problem, s, device, dist, precision) for s in seeds], None

@@ -8,7 +8,7 @@ judge apply the same transform after the problem's own ``get_inputs``, so inputs
 
 from __future__ import annotations
 
-DISTRIBUTIONS = ("normal", "uniform", "offset", "large")
+from kernelsearch.records.choices import DISTRIBUTIONS
 
 
 def transform(inputs: list, name: str) -> list:
