@@ -23,6 +23,7 @@ import os
 import re
 import subprocess
 import sys
+import unittest
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,8 +231,23 @@ def _match(want: list[str], got: list[str]) -> bool:
     return m(0, 0)
 
 
-def example_at(document: Document, line: int) -> Example:
-    for ex in document:
-        if isinstance(ex.parsed, Block) and ex.parsed.line == line:
-            return ex
-    raise LookupError(f"no code block at line {line} of {document.path}")
+def evaluate_block(doc: Path, line: int, where: Path) -> None:
+    """Runs the code block of `doc` whose fence is at `line`, after evaluating the page's skip
+    directives before it in order (the page's other blocks are not run): raises SybilFailure
+    when it fails, unittest.SkipTest when a directive skips it, LookupError when there is none."""
+
+    def run(example: Example) -> str | None:
+        if example.parsed.line != line:
+            return None  # another block of the page: its own test runs it
+        return run_block(example.parsed, where, doc.name)
+
+    for example in parse(doc, run):
+        mine = isinstance(example.parsed, Block) and example.parsed.line == line
+        try:
+            example.evaluate()
+        except unittest.SkipTest:
+            if mine:
+                raise
+        if mine:
+            return
+    raise LookupError(f"no code block at line {line} of {doc}")

@@ -9,10 +9,15 @@ A block that needs a GPU, an API key, a network or more than CI's time is marked
 
 from __future__ import annotations
 
+import os
 import unittest
 from pathlib import Path
 
 import pytest
+
+if not os.environ.get("CI"):  # in CI a missing sybil fails the run (it is in the dev extra)
+    pytest.importorskip("sybil", reason="the docs tests need sybil (pip install -e '.[dev]')")
+
 from docs_blocks import (
     CODE,
     DOCUMENTS,
@@ -20,14 +25,15 @@ from docs_blocks import (
     ROOT,
     Block,
     console_commands,
+    evaluate_block,
     fenced_blocks,
     output_mismatch,
     parse,
-    run_block,
     sandbox,
     skip_directives,
 )
 from sybil import Document
+from sybil.example import SybilFailure
 
 from kernelsearch.cli.main import build_parser
 
@@ -42,23 +48,10 @@ def _id(case: tuple[Path, int]) -> str:
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_block_runs_as_the_page_says(case, tmp_path):
     doc, line = case
-    where = sandbox(tmp_path)
-
-    def run(example):
-        if example.parsed.line != line:
-            return None  # another block of the page: its own test runs it
-        return run_block(example.parsed, where, doc.name)
-
-    for example in parse(doc, run):
-        mine = isinstance(example.parsed, Block) and example.parsed.line == line
-        try:
-            example.evaluate()
-        except unittest.SkipTest as skipped:
-            if mine:
-                pytest.skip(f"{_id(case)}: {skipped}")
-        if mine:
-            return
-    pytest.fail(f"no block at {_id(case)}")
+    try:
+        evaluate_block(doc, line, sandbox(tmp_path))
+    except unittest.SkipTest as skipped:
+        pytest.skip(f"{_id(case)}: {skipped}")
 
 
 def test_readme_examples_are_not_skipped():
@@ -170,3 +163,83 @@ def test_ellipsis_lines_and_in_line():
 def test_console_commands_pair_with_their_output():
     src = "$ kernelsearch eval a b \\\n    --device cpu\nout 1\nout 2\n$ echo hi\nhi\n"
     assert console_commands(src) == [("kernelsearch eval a b --device cpu", "out 1\nout 2"), ("echo hi", "hi")]
+
+
+# -- the runner on pages made here: it fails what it should, and skips with the reason ---------
+
+PAGE = '''# a page
+
+```python
+print("hello", 3)
+```
+
+```text
+hello 4
+```
+
+<!-- skip: next "needs a GPU" -->
+
+```bash
+exit 1
+```
+
+```bash
+echo "$PWD" > where.txt
+false
+```
+
+```console
+$ echo one two
+one three
+```
+
+```console
+$ kernelsearch --version
+kernelsearch ...
+```
+'''
+
+
+def _page(tmp_path: Path, text: str = PAGE) -> tuple[Path, list[Block]]:
+    page = tmp_path / "page.md"
+    page.write_text(text)
+    return page, [ex.parsed for ex in parse(page, lambda ex: None) if isinstance(ex.parsed, Block)]
+
+
+def test_runner_compares_python_output(tmp_path):
+    page, blocks = _page(tmp_path)
+    assert blocks[0].expected == "hello 4\n"
+    evaluate_block(page, blocks[0].line, tmp_path)  # numbers may differ
+    wrong, blocks = _page(tmp_path, PAGE.replace("hello 4", "goodbye 4"))
+    with pytest.raises(SybilFailure, match="goodbye"):
+        evaluate_block(wrong, blocks[0].line, tmp_path)
+
+
+def test_runner_skips_with_the_reason(tmp_path):
+    page, blocks = _page(tmp_path)
+    with pytest.raises(unittest.SkipTest, match="needs a GPU"):
+        evaluate_block(page, blocks[1].line, tmp_path)
+
+
+def test_runner_fails_a_failing_shell_block_in_its_directory(tmp_path):
+    page, blocks = _page(tmp_path)
+    with pytest.raises(SybilFailure, match="exit status 1"):
+        evaluate_block(page, blocks[2].line, tmp_path)
+    assert (tmp_path / "where.txt").read_text().strip() == str(tmp_path)
+
+
+def test_runner_fails_console_output_that_differs(tmp_path):
+    page, blocks = _page(tmp_path)
+    with pytest.raises(SybilFailure, match="one three"):
+        evaluate_block(page, blocks[3].line, tmp_path)
+
+
+def test_runner_runs_kernelsearch_from_this_checkout(tmp_path):
+    page, blocks = _page(tmp_path)
+    evaluate_block(page, blocks[4].line, tmp_path)
+
+
+def test_sandbox_links_the_tracked_tree_and_keeps_writes(tmp_path):
+    where = sandbox(tmp_path)
+    assert (where / "tests" / "data" / "problems" / "scale_add.py").is_file()
+    assert (where / "src").is_symlink() and not (where / ".git").exists()
