@@ -101,3 +101,14 @@ def test_problems_shows_where_its_precision_came_from():
                            capture_output=True, text=True, timeout=300, env={**__import__("os").environ,
                                                                             "COLUMNS": "250"})
     assert "bf16 inferred" in table.stdout, table.stdout
+
+
+def test_eval_bench_and_run_state_a_mixture_on_stderr(capsys):
+    from kernelsearch.cli.common import note_precision
+
+    mixed, bf16 = load_problem(MIXED), load_problem(BF16)
+    note_precision([mixed, bf16])
+    err = capsys.readouterr().err
+    assert "mixed_linear runs at fp32: mixed dtypes" in err and "bf16_linear" not in err
+    note_precision([mixed], "bf16")  # an explicit choice needs no explanation
+    assert capsys.readouterr().err == ""
