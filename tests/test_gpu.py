@@ -48,6 +48,9 @@ EXPECTED = {
     "cuda_sm70": (Status.COMPILE_ERROR, "sm_70"),
     "triton_correct": (Status.CORRECT, "checks passed"),
     "triton_compile_error": (Status.COMPILE_ERROR, "build failed"),
+    # C++ only, its host code calling ATen on the CUDA tensors (KernelBench runs these too)
+    "cpp_aten_cuda": (Status.CORRECT, "checks passed"),
+    "cpp_aten_cuda_wrong": (Status.INCORRECT, "outside atol"),
 }
 
 
@@ -62,6 +65,16 @@ def test_gpu_status(name, gpu_config, archive):
         assert "H100" in r.device_name or "H200" in r.device_name or r.device_name
         assert r.eager_timing and r.compile_timing, r.compile_error
         assert r.speedup_vs_eager and r.speedup_vs_compile
+
+
+def test_gpu_cpp_only_extension_calling_aten_is_marked_torch_fallback(gpu_config, archive):
+    """Judged like any candidate, and marked: ATen's kernel did the work, which the profiled
+    forward sees (timing/library.py; the screen does not list torch::add)."""
+    r = evaluate(load_problem(PROBLEM), Candidate.from_file(DATA / "candidates" / "cpp_aten_cuda.py"), gpu_config,
+                 archive)
+    assert (r.status, r.backend, r.device) == (Status.CORRECT, "cpp", "cuda"), (r.reason, r.build_log[-3000:])
+    assert "torch_fallback" in r.flags, r.errors
+    assert any("PyTorch/library kernels took" in e for e in r.errors), r.errors
 
 
 SEEDS = sorted((SEEDBANK_DIR / "cuda").glob("*.py")) + sorted((SEEDBANK_DIR / "triton").glob("*.py"))

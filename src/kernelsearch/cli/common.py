@@ -49,7 +49,7 @@ def default_device() -> str:
 
 def add_precision_option(p) -> None:
     p.add_argument("--precision", choices=list(PRECISIONS), default=None,
-                   help="floating parameters, buffers and inputs cast to this precision, as KernelBench v0.2's --precision (default: the problem's PRECISION, else fp32); the default tolerance follows it (fp32 1e-4, fp16/bf16 1e-2)")
+                   help="floating parameters, buffers and inputs cast to this precision, as KernelBench v0.2's --precision (default: the problem's PRECISION, else the dtype its floating tensors share, else fp32); the default tolerance follows it (fp32 1e-4, fp16/bf16 1e-2)")
 
 
 def add_profile_options(p) -> None:
@@ -58,10 +58,20 @@ def add_profile_options(p) -> None:
                    help="CUDA: also profile correct candidates under Nsight Compute (ncu on PATH; slower)")
 
 
+def note_precision(problems: list, precision: str | None = None) -> None:
+    """Say on stderr why a problem that runs at its own precision runs at the default one where
+    that is not plain absence of floating tensors (a mixture of dtypes, cast to fp32)."""
+    for p in problems:
+        if precision is None and p.precision_note:
+            print(f"kernelsearch: note: {p.name} runs at {p.own_precision}: {p.precision_note}", file=sys.stderr)
+
+
 def warn_flagged(problems: list, device: str, precision: str | None = None) -> None:
     """Print the problem linter's warnings and errors (at ``precision``) to stderr; advice only,
     exit codes stay."""
     from kernelsearch.lint.linter import lint_warnings
+
+    note_precision(problems, precision)
 
     for line in lint_warnings([p.at(precision) for p in problems], device):
         print(f"kernelsearch: warning: {line} (see `kernelsearch lint`)", file=sys.stderr)

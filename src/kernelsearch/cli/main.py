@@ -18,6 +18,7 @@ from kernelsearch.cli.common import (
     add_profile_options,
     default_device,
     load_problem_set,
+    note_precision,
     warn_flagged,
 )
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig, default_home
@@ -94,6 +95,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError(f"{path}: no such candidate file")
     candidate = Candidate.from_file(path, backend=args.backend)
     config = _config(args)
+    note_precision([problem], config.precision)
     with _archive(args) as archive:
         result = evaluate(problem, candidate, config, archive)
     if args.json:
@@ -169,7 +171,8 @@ def cmd_problems(args: argparse.Namespace) -> int:
     if args.json:
         # one entry per file; a file that failed to load has "error" and "hint" instead of "gpu" and "cpu"
         out = [{"name": p.name, "level": p.level, "group": p.group, "library": p.library, "path": str(p.path),
-                "gpu": g.to_dict(), "cpu": c.to_dict()} for p, g, c in rows]
+                "precision": p.own_precision, "precision_source": p.precision_source,
+                "precision_note": p.precision_note, "gpu": g.to_dict(), "cpu": c.to_dict()} for p, g, c in rows]
         out += [{"level": level_of(f.path), **f.to_dict()} for f in failures]
         print(json.dumps(sorted(out, key=lambda d: Path(d["path"]).name)))
     elif rows:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kernelsearch.problems.own_precision import OwnPrecision, infer_precision
+
 SUITE_DIR = Path(__file__).parent / "suite"
 LEVELS = (1, 2, 3)  # `suite` is these; `suite:wall` (SUITE_DIR / "wall") is asked for by name
 WALL = "wall"
@@ -146,6 +148,11 @@ class Problem:
     # unless the user asked for another
     precision: str = DEFAULT_PRECISION
     own_precision: str = DEFAULT_PRECISION
+    # where own_precision came from: "declared" (PRECISION), "inferred" (the dtype all its floating
+    # tensors share, problems/own_precision.py) or "default" (fp32); precision_note says why a
+    # default is one where it is not plain absence of floating tensors (a mixture of dtypes)
+    precision_source: str = "default"
+    precision_note: str = ""
     # module-level ATOL / RTOL: calibrated for its own precision, so they apply there only
     declared_atol: float | None = None
     declared_rtol: float | None = None
@@ -279,17 +286,22 @@ def load_problem(path: str | Path) -> Problem:
         text[name] = value.strip()
     if text["ROOFLINE_DTYPE"] not in ("", *ROOFLINE_DTYPES):
         raise _file_error(p, f"ROOFLINE_DTYPE must be one of {ROOFLINE_DTYPES}, not {text['ROOFLINE_DTYPE']!r}")
-    own = text["PRECISION"] or DEFAULT_PRECISION
-    if own not in PRECISIONS:
-        raise _file_error(p, f"PRECISION must be one of {tuple(PRECISIONS)}, not {own!r}")
+    if text["PRECISION"]:
+        own = OwnPrecision(text["PRECISION"], "declared")
+        if own.precision not in PRECISIONS:
+            raise _file_error(p, f"PRECISION must be one of {tuple(PRECISIONS)}, not {own.precision!r}")
+    else:
+        own = infer_precision(module, PRECISIONS, DEFAULT_PRECISION)
     return Problem(
         name=p.stem,
         path=p.resolve(),
         source=source,
         level=level_of(p),
         cpu_sizes=cpu_sizes,
-        precision=own,
-        own_precision=own,
+        precision=own.precision,
+        own_precision=own.precision,
+        precision_source=own.source,
+        precision_note=own.note,
         declared_atol=tolerances["ATOL"],
         declared_rtol=tolerances["RTOL"],
         library=text["LIBRARY"],

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BACKENDS = ("cuda", "triton", "cute", "tilelang", "cpp", "torch")
-DEVICE_BACKENDS = {"cpu": ("cpp", "torch"), "cuda": ("cuda", "triton", "cute", "tilelang", "torch")}
+# cpp runs on both: on CUDA its host code calls ATen on CUDA tensors (KernelBench runs those too),
+# which the torch-fallback checks mark (the screen's C++ names, the profiled forward's kernels)
+DEVICE_BACKENDS = {"cpu": ("cpp", "torch"), "cuda": ("cuda", "triton", "cute", "tilelang", "cpp", "torch")}
 # Python DSLs recognised by the top-level package a candidate imports; CuTe DSL is CUTLASS's
 # (``import cutlass.cute as cute``), so ``cutlass`` alone means cute.
 _DSL_IMPORTS = {"triton": "triton", "cutlass": "cute", "tilelang": "tilelang"}

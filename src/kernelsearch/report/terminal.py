@@ -147,13 +147,18 @@ def _shapes(desc) -> str:
     return desc.error[:40] if desc.error else format_shape(desc.inputs)
 
 
+def precision_label(p) -> str:
+    """A problem's own precision and where it came from: "bf16 inferred", "fp32 default (mixed ...)"."""
+    return f"{p.own_precision} {p.precision_source}" + (f" ({p.precision_note})" if p.precision_note else "")
+
+
 def print_problems(rows) -> None:
     t = Table(title="problems", header_style="bold")
-    for col in ("name", "level", "GPU inputs", "GFLOP", "min MB", "CPU inputs", "CPU MFLOP", "CPU min MB", "eager runs"):
+    for col in ("name", "level", "precision", "GPU inputs", "GFLOP", "min MB", "CPU inputs", "CPU MFLOP", "CPU min MB", "eager runs"):
         t.add_column(col, overflow="fold")
     for p, g, c in rows:
         t.add_row(
-            p.name, str(p.level or p.group or "-"), _shapes(g),
+            p.name, str(p.level or p.group or "-"), precision_label(p), _shapes(g),
             f"{g.flops / 1e9:.1f}" if g.flops is not None else "-",
             f"{g.min_bytes / 1e6:.0f}" if g.min_bytes is not None else "-",
             _shapes(c),
