@@ -137,7 +137,7 @@ def test_show_json_trajectory(tmp_path):
     run_id = create_run(tmp_path / "run", load_problem(PROBLEM), config, [])
     provider = ScriptedProvider(answer, usage=Usage(10, 5))
     with RunStore(tmp_path / "run") as store:
-        Driver(store, run_id, evaluate_fn=fake_evaluate,
+        Driver(store, evaluate_fn=fake_evaluate,
                client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id))).run()
     r = ks("show", str(tmp_path / "run"), "--json")
     assert r.returncode == 0, r.stderr
@@ -171,14 +171,14 @@ def test_progress_table_and_best_line_show_one_figure(tmp_path):
     provider = ScriptedProvider(lambda req: code_answer(torch_source(
         f"a * 2 + b  # {req.metadata['slot']}", {0: 2.0, 1: 4.0}[req.metadata["slot"] % 2])))
     with RunStore(tmp_path / "run") as store:
-        driver = Driver(store, run_id, evaluate_fn=functools.partial(fake_evaluate, floor_ms=0.1),
+        driver = Driver(store, evaluate_fn=functools.partial(fake_evaluate, floor_ms=0.1),
                         client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id)))
         driver.run()
-        best = store.best(run_id).candidate_id
+        best = store.best().candidate_id
         conf = Confirmation(candidate_ms=[0.3, 0.31, 0.29], eager_ms=[1.5, 1.5, 1.5], candidate_rel=[0.01] * 3,
                             eager_rel=[0.01] * 3, statuses=["correct"] * 3)
-        store.archive.add_confirmation(best, store.run(run_id).problem_id, "cpu", conf.to_dict())
-        spent, t = driver.spent(), trajectory(store, run_id)
+        store.archive.add_confirmation(best, store.run().problem_id, "cpu", conf.to_dict())
+        spent, t = driver.spent(), trajectory(store)
     figure = conf.speedup_vs_eager
     assert spent.best_speedup == t["rounds"][-1]["best_speedup"] == t["best"]["speedup_vs_eager"] == figure
     assert spent.best_pct_of_floor == t["best"]["pct_of_floor"] == pytest.approx(100 * 0.1 / 0.3)

@@ -65,9 +65,9 @@ def test_create_run_copies_problem_and_seeds(tmp_path):
     with RunStore(tmp_path / "run") as store:
         run = store.run()
         assert (run.id, run.strategy, run.status, run.config) == (run_id, "evolve", "running", config)
-        [r0] = store.rounds(run_id)
+        [r0] = store.rounds()
         assert (r0.round, r0.kind, r0.status) == (0, "seed", "proposed")
-        assert [c.id for c in store.pending(run_id)] == [seed.id]
+        assert [c.id for c in store.pending()] == [seed.id]
 
 
 def _request(text: str, round_no: int = 0) -> LLMRequest:
@@ -80,15 +80,15 @@ def test_call_log_keeps_answers_and_retries_failures(tmp_path):
     with RunStore(tmp_path / "run") as store:
         log = RunCallLog(store.db_path, run_id)
         req = _request("hello")
-        store.record_error(run_id, req, LLMError("rate limited for too long"))
+        store.record_error(req, LLMError("rate limited for too long"))
         assert log.get(req.key()) is None  # a failure is on record but is asked again
         log.put(req.key(), req, LLMResponse("answer", Usage(3, 4), cost_usd=0.01, provider="p", model="m"))
         log.put(req.key(), req, LLMResponse("second answer", Usage(9, 9)))  # the first answer stays
         hit = log.get(req.key())
         assert (hit.content, hit.usage, hit.cost_usd) == ("answer", Usage(3, 4), 0.01)
-        [row] = store.calls(run_id)
+        [row] = store.calls()
         assert (row["outcome"], row["purpose"], row["round"]) == ("answered", "implement", 0)
-        u = store.usage(run_id)
+        u = store.usage()
         assert (u.calls, u.errors, u.tokens, u.cost_usd) == (1, 0, 7, 0.01)
 
 
@@ -104,7 +104,7 @@ def test_prime_replay_restores_the_order_of_answers(tmp_path):
         before_kill = LLMClient(ReplayProvider(replay), cache=RunCallLog(store.db_path, run_id))
         assert [before_kill.complete(r).content for r in (a, b)] == expected[:2]
         resumed = ReplayProvider(replay)  # a new process: its replay file starts from the top
-        prime_replay(resumed, store.answered_requests(run_id))
+        prime_replay(resumed, store.answered_requests())
         assert resumed.complete(c).content == expected[2] == "third"
 
 
@@ -114,10 +114,10 @@ def test_same_question_asked_once(tmp_path):
     config = replace(run_config("best-of-n", "scripted:x", n=3), temperature=0.0)
     run_id = create_run(tmp_path / "run", load_problem(PROBLEM), config, [])
     with RunStore(tmp_path / "run") as store:
-        Driver(store, run_id, evaluate_fn=fake_evaluate,
+        Driver(store, evaluate_fn=fake_evaluate,
                client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id))).run()
-        assert len(provider.calls) == 1 and len(store.calls(run_id)) == 1
-        assert store.calls(run_id)[0]["outcome"] == "ok" and len(store.lineage(run_id)) == 1
+        assert len(provider.calls) == 1 and len(store.calls()) == 1
+        assert store.calls()[0]["outcome"] == "ok" and len(store.lineage()) == 1
 
 
 def _member(cid: str, speedup: float, round_no: int = 0) -> Member:
@@ -148,21 +148,21 @@ def test_evolve_restarts_from_an_older_member_when_nothing_improves(tmp_path):
 
     provider = ScriptedProvider(answer)
     with RunStore(tmp_path / "run") as store:
-        stop = Driver(store, run_id, evaluate_fn=fake_evaluate,
+        stop = Driver(store, evaluate_fn=fake_evaluate,
                       client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id))).run()
         assert stop.reason == "rounds"
-        r1, r2 = [r for r in store.rounds(run_id) if r.kind == "llm"]
+        r1, r2 = [r for r in store.rounds() if r.kind == "llm"]
         assert not r1.plan["restart"]
         assert {c["parent"] for c in r1.plan["children"]} <= {seeds[0].id, seeds[1].id}
         assert r2.plan["restart"] and {c["parent"] for c in r2.plan["children"]} == {seeds[0].id}
-        assert len(store.members(run_id)) == 2 + 3 + 3
+        assert len(store.members()) == 2 + 3 + 3
 
 
 def test_one_session_at_a_time(tmp_path):
     from kernelsearch.search.store import RunBusy, RunLock
 
-    run_id = create_run(tmp_path / "run", load_problem(PROBLEM), run_config("single", "scripted:x"), [])
+    create_run(tmp_path / "run", load_problem(PROBLEM), run_config("single", "scripted:x"), [])
     with RunStore(tmp_path / "run") as store, RunLock(tmp_path / "run"):
         with pytest.raises(RunBusy, match="another kernelsearch session"):
-            Driver(store, run_id, evaluate_fn=fake_evaluate).run()
-        assert store.calls(run_id) == [] and store.run().status == "running"
+            Driver(store, evaluate_fn=fake_evaluate).run()
+        assert store.calls() == [] and store.run().status == "running"

@@ -40,12 +40,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     skipped = held_out = 0
     for d in dirs:
         with RunStore(d) as store:
-            for run_id in store.run_ids():
-                held_out += len(store.held_out(run_id))
-                got = run_rows(store, run_id, include_unverified=True)
-                kept = [r for r in got if r["verified"] or args.include_unverified]
-                skipped += len(got) - len(kept)
-                rows += kept
+            held_out += len(store.held_out())
+            got = run_rows(store, include_unverified=True)
+        kept = [r for r in got if r["verified"] or args.include_unverified]
+        skipped += len(got) - len(kept)
+        rows += kept
     try:
         n = write(rows, args.output, fmt)
     except ExportError as e:

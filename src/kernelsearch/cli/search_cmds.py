@@ -275,13 +275,13 @@ def _resumed_config(args: argparse.Namespace, config: RunConfig) -> RunConfig:
     return config.with_(**changes)
 
 
-def _confirmed_figure(store: RunStore, run_id: str, candidate_id: str) -> str:
+def _confirmed_figure(store: RunStore, candidate_id: str) -> str:
     """The kernel's figure once re-verified (a confirmed time replaces the screening one), as
     `show` prints it below, so the progress figures above are not the last word."""
     from kernelsearch.search.ranking import pct_text
 
-    best = store.best(run_id)
-    vs_eager = store.figure(run_id, candidate_id)[0]
+    best = store.best()
+    vs_eager = store.figure(candidate_id)[0]
     if best is None or best.candidate_id != candidate_id or vs_eager is None:
         return ""
     floor = f", {pct_text(best.pct_of_floor)} of the roofline floor" if best.pct_of_floor else ""
@@ -309,7 +309,7 @@ def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
         if args.resume is not None:
             config = _resumed_config(args, run.config)
             if config != run.config:
-                store.set_config(run.id, config)
+                store.set_config(config)
         else:
             config = run.config
         if config.eval.device == "cuda" and default_device() != "cuda" and args.phase != "propose":
@@ -322,13 +322,13 @@ def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
             ex_opts = executor_options(args)
         except ValueError as e:
             raise UsageError(str(e)) from e
-        driver = Driver(store, run.id, view=view, executor=args.executor, executor_options=ex_opts)
+        driver = Driver(store, view=view, executor=args.executor, executor_options=ex_opts)
         try:
             stop = driver.run(args.phase)
         except RunBusy as e:
             raise UsageError(str(e)) from e
         except LLMError as e:  # a provider that cannot be made (bad spec, SDK missing, no key)
-            store.set_status(run.id, "stopped", "llm_error", str(e)[:500])
+            store.set_status("stopped", "llm_error", str(e)[:500])
             from kernelsearch.llm.registry import ProviderSpecError
 
             if isinstance(e, ProviderSpecError):
@@ -337,12 +337,12 @@ def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
         if args.phase is None and not args.no_verify and stop.status in ("finished", "stopped"):
             from kernelsearch.search.verify_run import verify_best
 
-            for res in verify_best(run_dir, top=1, run_id=run.id):
+            for res in verify_best(run_dir, top=1):
                 if not (args.quiet or args.json):
                     print(f"re-verification of {res.candidate_id}: {'passed' if res.ok else 'FAILED'} ({res.reason})"
-                          + _confirmed_figure(store, run.id, res.candidate_id))
+                          + _confirmed_figure(store, res.candidate_id))
         llm = driver.session_llm
-        summary = trajectory(store, run.id)
+        summary = trajectory(store)
         summary["session"] = {"stop_reason": stop.reason, "detail": stop.detail, "llm_calls": llm.calls,
                               "cached_calls": llm.cached_calls, "failed_calls": llm.failed_calls,
                               "pending_calls": llm.pending_calls}
@@ -450,15 +450,15 @@ def cmd_best(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.run_dir} holds {len(dirs)} runs; name one of them: {', '.join(map(str, dirs))}")
     with RunStore(dirs[0]) as store:
         run = store.run()
-        best = store.best(run.id)
+        best = store.best()
         if best is None:
-            held = store.held_out(run.id)
+            held = store.held_out()
             raise UsageError(f"{dirs[0]}: no correct kernel yet" + (
                 f" of its own ({len(held)} held out as PyTorch fallbacks, torch_fallback; "
                 f"`kernelsearch run --resume {dirs[0]} --torch-fallback allow` ranks them)" if held else ""))
         source = store.candidate(best.candidate_id).source
         pub = published(store, best.candidate_id, run.config.eval.device)
-        vs_eager = store.figure(run.id, best.candidate_id)[0]
+        vs_eager = store.figure(best.candidate_id)[0]
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(source)
     conf = pub["confirmation"]
