@@ -3,6 +3,7 @@ replay after resume, and evolve's parent selection and restart."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import replace
 
@@ -166,3 +167,52 @@ def test_one_session_at_a_time(tmp_path):
         with pytest.raises(RunBusy, match="another kernelsearch session"):
             Driver(store, evaluate_fn=fake_evaluate).run()
         assert store.calls() == [] and store.run().status == "running"
+
+
+def test_store_is_a_handle_on_the_directory_run(tmp_path):
+    """RunStore(dir) opens the directory's run and creates nothing where there is none; a second
+    run is not made over the first."""
+    from kernelsearch.search.store import NoRun, run_dirs
+
+    with pytest.raises(NoRun, match="not a run directory"):
+        RunStore(tmp_path / "empty")
+    assert not (tmp_path / "empty").exists() and run_dirs(tmp_path / "empty") == []
+    config = run_config("single", "scripted:x")
+    run_id = create_run(tmp_path / "runs" / "a", load_problem(PROBLEM), config, [])
+    with RunStore(tmp_path / "runs" / "a") as store:
+        assert store.run_id == run_id == store.run().id and store.lineage() == []
+    with pytest.raises(FileExistsError, match="already holds a run"):
+        create_run(tmp_path / "runs" / "a", load_problem(PROBLEM), config, [])
+    create_run(tmp_path / "runs" / "b", load_problem(PROBLEM), config, [])
+    (tmp_path / "runs" / "not_a_run").mkdir()
+    assert run_dirs(tmp_path / "runs") == [tmp_path / "runs" / "a", tmp_path / "runs" / "b"]
+    assert run_dirs(tmp_path / "runs" / "b") == [tmp_path / "runs" / "b"]
+
+
+def test_an_archive_of_an_earlier_version_opens(tmp_path):
+    """An archive written at schema version 2 (before verifications, confirmations and the
+    playbook column), holding two runs as the earlier Python API allowed: it is upgraded on
+    open and the handle takes its oldest run, the one `show` always reported."""
+    from kernelsearch.search.report import trajectory
+
+    run_dir = tmp_path / "old"
+    run_dir.mkdir()
+    config = run_config("single", "scripted:x")
+    problem = load_problem(PROBLEM)
+    with sqlite3.connect(run_dir / "run.sqlite") as c:
+        for script in MIGRATIONS[:2]:
+            for stmt in filter(str.strip, script.split(";")):
+                c.execute(stmt)
+        c.execute("PRAGMA user_version=2")
+        c.execute("INSERT INTO problems VALUES (?, ?, ?, NULL, ?, 0)",
+                  (problem.id, problem.name, str(problem.path), problem.source))
+        for rid, made in (("second", 2.0), ("first", 1.0)):
+            c.execute("INSERT INTO runs(id, problem_id, strategy, config, status, created_at, updated_at) "
+                      "VALUES (?,?,?,?,?,?,?)", (rid, problem.id, "single", json.dumps(config.to_dict()),
+                                                 "finished", made, made))
+    assert RunStore.exists(run_dir)
+    with RunStore(run_dir) as store:
+        assert store.run_id == "first" and store.run().config == config
+        assert store.archive.schema_version() == len(MIGRATIONS)
+        t = trajectory(store)
+        assert (t["run_id"], t["best"]["candidate_id"], t["rounds"]) == ("first", None, [])

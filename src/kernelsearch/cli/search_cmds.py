@@ -8,7 +8,6 @@ and runs them one after the other, and `show` then adds a fast_p table over them
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import re
@@ -18,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from kernelsearch.cli.common import (
-    LOAD_FAILED,
     UsageError,
     add_precision_option,
     add_profile_options,
     default_device,
+    done,
+    find_runs,
     load_problem_set,
     warn_flagged,
 )
@@ -36,39 +36,20 @@ from kernelsearch.search.config import (
     RunConfig,
     StrategyParams,
 )
-from kernelsearch.search.store import RunBusy, RunStore
+from kernelsearch.search.store import RunStore
 
 BUDGET_FLAGS = {"rounds": "rounds", "max_candidates": "candidates", "max_tokens": "tokens",
                 "max_cost": "cost_usd", "max_time": "wall_s", "target_speedup": "target_speedup",
                 "target_floor": "target_floor_pct"}
 
 
-def _one_line_errors(fn):
-    """Report UsageError here, in one line with exit status 2, as main() does: under
-    `python -m kernelsearch.cli.main` main's own UsageError is a different class object.
-    An LLM provider that cannot start (no API key, SDK missing) is exit status 1."""
-    @functools.wraps(fn)
-    def wrapper(args: argparse.Namespace) -> int:
-        try:
-            return fn(args)
-        except UsageError as e:
-            print(f"kernelsearch: error: {e}", file=sys.stderr)
-            return 2
-        except LLMError as e:
-            print(f"kernelsearch: error: {e}", file=sys.stderr)
-            return 1
-    return wrapper
-
-
 def _check_provider(config: RunConfig) -> None:
     """Make the run's provider once before any run directory is made, so a provider that cannot
-    start (exit status 1) leaves nothing behind; a spec naming no provider is a usage error."""
-    from kernelsearch.llm.registry import ProviderSpecError, make_provider
+    start (LLMError, exit status 1) leaves nothing behind; a spec naming no provider
+    (ProviderSpecError) is a usage error."""
+    from kernelsearch.llm.registry import make_provider
 
-    try:
-        make_provider(config.llm, **config.provider_options())
-    except ProviderSpecError as e:
-        raise UsageError(str(e)) from e
+    make_provider(config.llm, **config.provider_options())
 
 
 def _duration(text: str) -> float:
@@ -289,16 +270,6 @@ def _confirmed_figure(store: RunStore, candidate_id: str) -> str:
 
 
 # -- commands -------------------------------------------------------------------------------
-def _run_dirs(root: Path) -> list[Path]:
-    """RUN_DIR itself, or the per-problem run directories under it."""
-    if RunStore.exists(root):
-        return [root]
-    subs = sorted(d for d in root.iterdir() if RunStore.exists(d)) if root.is_dir() else []
-    if not subs:
-        raise UsageError(f"{root}: not a run directory (no {root / 'run.sqlite'})")
-    return subs
-
-
 def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     from kernelsearch.search.driver import Driver
     from kernelsearch.search.progress import RichView, View
@@ -324,15 +295,9 @@ def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
             raise UsageError(str(e)) from e
         driver = Driver(store, view=view, executor=args.executor, executor_options=ex_opts)
         try:
-            stop = driver.run(args.phase)
-        except RunBusy as e:
-            raise UsageError(str(e)) from e
+            stop = driver.run(args.phase)  # RunBusy when another session holds the run
         except LLMError as e:  # a provider that cannot be made (bad spec, SDK missing, no key)
             store.set_status("stopped", "llm_error", str(e)[:500])
-            from kernelsearch.llm.registry import ProviderSpecError
-
-            if isinstance(e, ProviderSpecError):
-                raise UsageError(str(e)) from e
             raise
         if args.phase is None and not args.no_verify and stop.status in ("finished", "stopped"):
             from kernelsearch.search.verify_run import verify_best
@@ -350,7 +315,6 @@ def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
         return summary
 
 
-@_one_line_errors
 def cmd_run(args: argparse.Namespace) -> int:
     from kernelsearch.records.candidate import Candidate
     from kernelsearch.search.driver import create_run
@@ -360,7 +324,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.resume is not None:
         if args.problem or args.out or args.strategy or args.seed:
             raise UsageError("--resume RUN_DIR continues a run: leave out PROBLEM, --out, --strategy and --seed")
-        dirs = _run_dirs(args.resume)
+        dirs = find_runs(args.resume)
     else:
         if not args.problem or not args.out:
             raise UsageError("a new run needs PROBLEM and --out RUN_DIR (or use --resume RUN_DIR)")
@@ -398,9 +362,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         for s in summaries:
             print_trajectory(s)
-    if any(s["session"]["stop_reason"] == "llm_error" for s in summaries):
-        return 1
-    return LOAD_FAILED if failures else 0
+    failed = [s for s in summaries if s["session"]["stop_reason"] == "llm_error"]
+    if failed:
+        raise LLMError(f"{failed[0]['run_dir']}: the run stopped: its LLM provider failed ({failed[0]['session']['detail']})"
+                       + (f"; and {len(failed) - 1} more run(s)" if len(failed) > 1 else ""))
+    return done(failures)
 
 
 def _fast_p(summaries: list[dict[str, Any]]) -> dict[str, Any]:
@@ -420,12 +386,11 @@ def _fast_p(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-@_one_line_errors
 def cmd_show(args: argparse.Namespace) -> int:
     from kernelsearch.search.report import print_trajectory, trajectory
 
     summaries = []
-    for d in _run_dirs(args.run_dir):
+    for d in find_runs(args.run_dir):
         with RunStore(d) as store:
             summaries.append(trajectory(store))
     if args.json:
@@ -441,13 +406,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-@_one_line_errors
 def cmd_best(args: argparse.Namespace) -> int:
     from kernelsearch.search.report import published
 
-    dirs = _run_dirs(args.run_dir)
-    if len(dirs) > 1:
-        raise UsageError(f"{args.run_dir} holds {len(dirs)} runs; name one of them: {', '.join(map(str, dirs))}")
+    dirs = find_runs(args.run_dir, one=True)
     with RunStore(dirs[0]) as store:
         run = store.run()
         best = store.best()
