@@ -78,8 +78,9 @@ def make_llm_client(config: RunConfig, store: RunStore) -> LLMClient:
 
 
 class Driver:
-    """One session of the run a store holds: ``Driver(store).run()``. `client_factory` (tests, embedding) supplies the LLM client instead
-    of the provider named in the run's config; `evaluate_fn` replaces the evaluator (tests);
+    """One session of the run a store holds: ``Driver(store).run()``. `client_factory` (tests,
+    embedding) supplies the LLM client instead of the provider named in the run's config;
+    `evaluate_fn` replaces the evaluator (tests);
     `executor` and `executor_options` (gpus, lanes, ray_address; see make_executor) say where
     evaluations run in this session (not stored: another session may run elsewhere)."""
 
