@@ -180,12 +180,12 @@ def run_state(run_dir: Path) -> State:
     what the run has spent, the same check `kernelsearch run` makes) or the strategy ended."""
     with RunStore(run_dir) as store:
         run = store.run()
-        rounds = [r for r in store.rounds(run.id) if r.kind == "llm"]
+        rounds = [r for r in store.rounds() if r.kind == "llm"]
         evaluated = sum(r.status == "evaluated" for r in rounds)
-        pending = sum(r["status"] == "pending" for r in store.lineage(run.id))
+        pending = sum(r["status"] == "pending" for r in store.lineage())
         state = State("", run.stop_detail or "", evaluated, run.config.budgets.rounds, pending)
         last = rounds[-1] if rounds else None
-        stop = _budget_stop(store, run.id) if last is None or last.status == "evaluated" else None
+        stop = _budget_stop(store) if last is None or last.status == "evaluated" else None
         if (last is not None and last.status == "proposed") or pending:
             state.label = TO_EVALUATE
         elif run.status == "waiting":
@@ -199,9 +199,9 @@ def run_state(run_dir: Path) -> State:
         return state
 
 
-def _budget_stop(store: RunStore, run_id: str) -> str | None:
+def _budget_stop(store: RunStore) -> str | None:
     """Why the next round would not be planned, if it would not (the driver's own accounting)."""
-    stop = round_stop(store.run(run_id).config.budgets, Driver(store, run_id).spent())
+    stop = round_stop(store.run().config.budgets, Driver(store).spent())
     return f"{stop.reason}: {stop.detail}" if stop else None
 
 
@@ -362,7 +362,7 @@ def prebuild_pending(refs: list[RunRef]) -> tuple[int, int]:
         if run_state(ref.dir).label == TO_EVALUATE:
             with RunStore(ref.dir) as store:
                 run = store.run()
-                pairs += [(c, run.config.eval) for c in store.pending(run.id)]
+                pairs += [(c, run.config.eval) for c in store.pending()]
     t0 = time.monotonic()
     built, failed = prebuild_each(pairs)
     if built or failed:
@@ -430,7 +430,7 @@ def report_row(ref: RunRef) -> Row:
     st = run_state(ref.dir)
     with RunStore(ref.dir) as store:
         t = trajectory(store)
-        models, device_name = _models_and_device(store, t["run_id"])
+        models, device_name = _models_and_device(store)
     b = t["best"]
     correct = sum(r["correct"] for r in t["rounds"])
     eager, compiled = b["speedup_vs_eager"], b["speedup_vs_compile"]
@@ -447,13 +447,13 @@ def report_row(ref: RunRef) -> Row:
         models=models, device_name=device_name)
 
 
-def _models_and_device(store: RunStore, run_id: str) -> tuple[list[str], str]:
+def _models_and_device(store: RunStore) -> tuple[list[str], str]:
     """Who answered (the models the responses named) and where the kernels were timed."""
     models = [r[0] for r in store.conn.execute(
         "SELECT DISTINCT model FROM llm_calls WHERE run_id=? AND answer IS NOT NULL AND model IS NOT NULL "
-        "ORDER BY model", (run_id,))]
+        "ORDER BY model", (store.run_id,))]
     dev = store.conn.execute("SELECT e.device_name FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id "
-                             "WHERE l.run_id=? AND e.device_name IS NOT NULL LIMIT 1", (run_id,)).fetchone()
+                             "WHERE l.run_id=? AND e.device_name IS NOT NULL LIMIT 1", (store.run_id,)).fetchone()
     return models, dev[0] if dev else ""
 
 

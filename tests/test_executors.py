@@ -560,8 +560,8 @@ def test_search_evaluates_early_answers_while_later_ones_are_written(tmp_path):
     run_id = create_run(tmp_path / "run", load_problem(PROBLEM), run_config("best-of-n", "scripted:x", Budgets(), n=4), [])
     provider = ScriptedProvider(answer)
     with RunStore(tmp_path / "run") as store:
-        stop = Driver(store, run_id, evaluate_fn=evaluate_fn,
+        stop = Driver(store, evaluate_fn=evaluate_fn,
                       client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id))).run()
-        assert stop.reason == "done" and store.count_evaluated(run_id) == 4
+        assert stop.reason == "done" and store.count_evaluated() == 4
     at = dict(events)
     assert at["evaluate r0_0"] < at["answer 3"]

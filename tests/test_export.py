@@ -52,11 +52,11 @@ def runs(tmp_path_factory):
     config = run_config("branch", f"replay:{replay}", Budgets(rounds=2), top_k=1, num_ideas=2, realisations=1)
     problem = load_problem(PROBLEM)
     run1, run2 = tmp / "run1", tmp / "run2"
-    run_id = create_run(run1, problem, config, [])
+    create_run(run1, problem, config, [])
     with RunStore(run1) as store:
-        Driver(store, run_id).run()
-        verdicts = {r["candidate_id"]: store.result(run_id, r["candidate_id"]).status.value
-                    for r in store.lineage(run_id)}
+        Driver(store).run()
+        verdicts = {r["candidate_id"]: store.result(r["candidate_id"]).status.value
+                    for r in store.lineage()}
         assert verdicts == {GOOD.id: "correct", FRAGILE.id: "correct", CHILD.id: "correct", WRONG.id: "incorrect"}
         for cand in (FRAGILE, CHILD):
             res = verify(problem, cand, config.eval, trials=2, distributions=CHECKS)
@@ -65,9 +65,9 @@ def runs(tmp_path_factory):
         assert store.archive.verification(CHILD.id)[0] is True
     seed_config = RunConfig(strategy="single", llm="replay:/dev/null", problem_name="scale_add", backend="torch",
                             budgets=Budgets(rounds=1), eval=config.eval, torch_fallback="allow")
-    run2_id = create_run(run2, problem, seed_config, [GOOD])
+    create_run(run2, problem, seed_config, [GOOD])
     with RunStore(run2) as store:
-        Driver(store, run2_id).run("evaluate")
+        Driver(store).run("evaluate")
     return run1, run2
 
 
@@ -77,10 +77,10 @@ def test_rows_are_verified_kernels_with_ideas_and_lineage(runs):
     assert tuple(row) == COLUMNS
     with RunStore(run1) as store:
         run = store.run()
-        res = store.result(run.id, CHILD.id)
-        [lin] = [r for r in store.lineage(run.id) if r["candidate_id"] == CHILD.id]
+        res = store.result(CHILD.id)
+        [lin] = [r for r in store.lineage() if r["candidate_id"] == CHILD.id]
         [parent] = json.loads(lin["parent_ids"])
-        presult = store.result(run.id, parent)
+        presult = store.result(parent)
     assert parent in (GOOD.id, FRAGILE.id)  # the faster of round 0
     assert (row["run_id"], row["run_dir"], row["strategy"], row["problem"]) == (run.id, "run1", "branch", "scale_add")
     assert row["problem_id"] == load_problem(PROBLEM).id
@@ -123,8 +123,7 @@ def _expected(*dirs, include_unverified: bool) -> list[dict]:
     rows: list[dict] = []
     for d in dirs:
         with RunStore(d) as store:
-            for rid in store.run_ids():
-                rows += run_rows(store, rid, include_unverified=include_unverified)
+            rows += run_rows(store, include_unverified=include_unverified)
     return rows
 
 

@@ -56,14 +56,14 @@ def _drive(tmp_path, config: RunConfig, answer, seeds=(), view=None) -> tuple[Ru
     run_id = create_run(tmp_path / "run", load_problem(PROBLEM), config, [Candidate.from_source(s) for s in seeds])
     store = RunStore(tmp_path / "run")
     provider = ScriptedProvider(answer)
-    driver = Driver(store, run_id, evaluate_fn=fake_evaluate, view=view,
+    driver = Driver(store, evaluate_fn=fake_evaluate, view=view,
                     client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id)))
     driver.run()
-    return store, run_id, driver
+    return store, driver
 
 
-def _prompts(store: RunStore, run_id: str, round_no: int) -> list[str]:
-    return [c["request"] for c in store.calls(run_id) if c["round"] == round_no]
+def _prompts(store: RunStore, round_no: int) -> list[str]:
+    return [c["request"] for c in store.calls() if c["round"] == round_no]
 
 
 def test_the_predicate():
@@ -102,20 +102,20 @@ def test_branch_never_ranks_a_fallback_by_default(tmp_path, monkeypatch):
     out = io.StringIO()
     config = run_config("branch", "scripted:x", Budgets(rounds=2, target_speedup=3.0), torch_fallback="mark",
                         top_k=2, num_ideas=3, realisations=1)
-    store, run_id, driver = _drive(tmp_path, config, answer, view=RichView(Console(file=out, width=250)))
+    store, driver = _drive(tmp_path, config, answer, view=RichView(Console(file=out, width=250)))
     fb, fast, slow = _id(FALLBACK), _id(OWN_FAST), _id(OWN_SLOW)
     with store:
-        assert store.result(run_id, fb).flags == ["torch_fallback"]
-        assert store.run(run_id).stop_reason == "rounds"  # 4x would have met the 3x target
-        assert store.held_out(run_id) == [fb]
-        assert [m.candidate_id for m in store.members(run_id)] == [fast, slow]
-        assert store.best(run_id).candidate_id == fast and driver.spent().best_speedup == pytest.approx(2.0)
+        assert store.result(fb).flags == ["torch_fallback"]
+        assert store.run().stop_reason == "rounds"  # 4x would have met the 3x target
+        assert store.held_out() == [fb]
+        assert [m.candidate_id for m in store.members()] == [fast, slow]
+        assert store.best().candidate_id == fast and driver.spent().best_speedup == pytest.approx(2.0)
         assert driver.spent().held_out == 1
-        r0, r1 = store.rounds(run_id)
+        r0, r1 = store.rounds()
         assert r0.best_candidate_id == fast and r0.best_speedup == pytest.approx(2.0)
         assert r1.plan["seeds"] == [fast, slow]  # branch's top-k: the fallback is no parent
-        assert all(FALLBACK.strip() not in p for p in _prompts(store, run_id, 1))
-        assert any(OWN_FAST.strip()[-40:] in json.loads(p)["messages"][-1]["content"] for p in _prompts(store, run_id, 1))
+        assert all(FALLBACK.strip() not in p for p in _prompts(store, 1))
+        assert any(OWN_FAST.strip()[-40:] in json.loads(p)["messages"][-1]["content"] for p in _prompts(store, 1))
         ledger = {e["idea"]: e["result"] for e in r1.plan["ledger"]}
         assert ledger[ideas[0][0]] == "1 kernel(s), 1 correct (1 held out: PyTorch/ATen did the work)"
         assert ledger[ideas[1][0]] == "1 kernel(s), 1 correct, best 2.00x vs eager"
@@ -130,7 +130,7 @@ def test_branch_never_ranks_a_fallback_by_default(tmp_path, monkeypatch):
         assert f"{fb} correct 4.00x held out (torch_fallback" in out.getvalue()  # the progress line
         assert "held out 1" in out.getvalue()  # the status line
 
-        exported = {r["candidate_id"] for r in run_rows(store, run_id, include_unverified=True)}
+        exported = {r["candidate_id"] for r in run_rows(store, include_unverified=True)}
         assert exported == {fast, slow}
 
     # verify's leader is the best kernel of its own (the verification itself is stubbed)
@@ -148,11 +148,11 @@ def test_branch_never_ranks_a_fallback_by_default(tmp_path, monkeypatch):
 
     # an explicit --torch-fallback allow lets it in: best, members, verify leader, export
     with RunStore(tmp_path / "run") as store:
-        store.set_config(run_id, store.run(run_id).config.with_(torch_fallback="allow"))
-        assert store.held_out(run_id) == []
-        assert [m.candidate_id for m in store.members(run_id)] == [fb, fast, slow]
+        store.set_config(store.run().config.with_(torch_fallback="allow"))
+        assert store.held_out() == []
+        assert [m.candidate_id for m in store.members()] == [fb, fast, slow]
         assert trajectory(store)["best"]["candidate_id"] == fb
-        rows = {r["candidate_id"]: r for r in run_rows(store, run_id, include_unverified=True)}
+        rows = {r["candidate_id"]: r for r in run_rows(store, include_unverified=True)}
         assert set(rows) == {fb, fast, slow} and rows[fb]["flags"] == ["torch_fallback"]
     verify_run.verify_best(tmp_path / "run", top=1, processes=0)
     assert verified == [fast, fb]
@@ -170,12 +170,12 @@ def test_evolve_and_refine_take_no_fallback_parent(tmp_path):
 
     config = run_config("evolve", "scripted:x", Budgets(rounds=2), torch_fallback="mark", n=4,
                         crossover_rate=0.5, explore=0.5)
-    store, run_id, _ = _drive(tmp_path / "evolve", config, answer, seeds=[FALLBACK, OWN_FAST, OWN_SLOW])
+    store, _ = _drive(tmp_path / "evolve", config, answer, seeds=[FALLBACK, OWN_FAST, OWN_SLOW])
     with store:
-        parents = [p for r in store.lineage(run_id) for p in json.loads(r["parent_ids"])]
+        parents = [p for r in store.lineage() for p in json.loads(r["parent_ids"])]
         assert len(parents) >= 8 and _id(FALLBACK) not in parents
-        assert _id(FALLBACK) not in store.parent_uses(run_id)
-        assert store.best(run_id).candidate_id == _id(OWN_FAST)
+        assert _id(FALLBACK) not in store.parent_uses()
+        assert store.best().candidate_id == _id(OWN_FAST)
 
     chain = {0: OWN_SLOW, 1: FALLBACK}
 
@@ -183,12 +183,12 @@ def test_evolve_and_refine_take_no_fallback_parent(tmp_path):
         return code_answer(chain.get(req.metadata["round"], torch_source("a * 3 + b  # wrong")))
 
     config = run_config("refine", "scripted:x", Budgets(rounds=3), torch_fallback="mark", n=1)
-    store, run_id, _ = _drive(tmp_path / "refine", config, refine_answer)
+    store, _ = _drive(tmp_path / "refine", config, refine_answer)
     with store:
-        [last] = [c for c in store.calls(run_id) if c["round"] == 2]
+        [last] = [c for c in store.calls() if c["round"] == 2]
         prompt = json.loads(last["request"])["messages"][-1]["content"]
         assert "PyTorch/ATen did the work (marked torch_fallback), so this run does not count it" in prompt
-        assert store.best(run_id).candidate_id == _id(OWN_SLOW)
+        assert store.best().candidate_id == _id(OWN_SLOW)
 
 
 def test_real_evaluation_cli_and_policy_switch(tmp_path, capsys):
@@ -207,10 +207,10 @@ def test_real_evaluation_cli_and_policy_switch(tmp_path, capsys):
     assert "best kernel: none of its own yet" in shown and "held out: 1 correct kernel(s)" in shown and cid in shown
     with RunStore(run_dir) as store:
         run = store.run()
-        res = store.result(run.id, cid)
+        res = store.result(cid)
         assert res.status.value == "correct" and "torch_fallback" in res.flags
         assert (run.config.torch_fallback, run.config.eval.torch_fallback) == ("mark", "mark")
-        assert store.best(run.id) is None and store.held_out(run.id) == [cid]
+        assert store.best() is None and store.held_out() == [cid]
 
     assert main(["best", str(run_dir), "-o", str(tmp_path / "best.py")]) == 2
     assert "1 held out as PyTorch fallbacks" in capsys.readouterr().err
@@ -274,10 +274,10 @@ def test_a_leader_marked_on_re_verification(tmp_path, monkeypatch, policy):
 
     config = run_config("evolve", "scripted:x", Budgets(rounds=1), torch_fallback=policy, n=2,
                         crossover_rate=0.0, explore=0.5)
-    store, run_id, _ = _drive(tmp_path, config, answer, seeds=[OWN_FAST, OWN_SLOW])
+    store, _ = _drive(tmp_path, config, answer, seeds=[OWN_FAST, OWN_SLOW])
     fast, slow = _id(OWN_FAST), _id(OWN_SLOW)
     with store:
-        assert [m.candidate_id for m in store.members(run_id)] == [fast, slow]
+        assert [m.candidate_id for m in store.members()] == [fast, slow]
     verified: list[str] = []
 
     def stub(problem, cand, config, trials=10, sanitize=None) -> VerifyResult:
@@ -292,7 +292,7 @@ def test_a_leader_marked_on_re_verification(tmp_path, monkeypatch, policy):
             assert verified == [fast, slow] and last.candidate_id == slow and last.ok
             ok, reason = store.archive.verification(fast)[:2]
             assert not ok and "marked torch_fallback on re-verification" in reason
-            assert [m.candidate_id for m in store.members(run_id)] == [slow]
+            assert [m.candidate_id for m in store.members()] == [slow]
         else:
             assert verified == [fast] and last.ok
-            assert [m.candidate_id for m in store.members(run_id)] == [fast, slow]
+            assert [m.candidate_id for m in store.members()] == [fast, slow]

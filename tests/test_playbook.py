@@ -177,13 +177,13 @@ def _gemm_run(tmp_path, playbook: str):
 
     provider = ScriptedProvider(lambda r: code_answer(torch_source(f"a.float() @ b.float() + {len(provider.calls)}",
                                                                    speed=2.0)))
-    Driver(store, run_id, evaluate_fn=evaluate,
+    Driver(store, evaluate_fn=evaluate,
            client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id))).run()
-    return store, run_id, provider
+    return store, provider
 
 
 def test_search_puts_notes_in_prompts_and_archive(tmp_path):
-    store, run_id, provider = _gemm_run(tmp_path, "on")
+    store, provider = _gemm_run(tmp_path, "on")
     assert len(provider.calls) == 2
     first, second = (r.messages[-1].content for r in provider.calls)
     titles = {n.id: n.title for n in load_notes().values()}
@@ -192,11 +192,11 @@ def test_search_puts_notes_in_prompts_and_archive(tmp_path):
     assert "gemm_mma_ldmatrix_kernel" not in first and "```python" in first
     assert titles["mma-ldmatrix"] not in second  # its profile shows tensor cores: the next notes
     assert titles["cp-async-pipeline"] in second
-    calls = sorted(store.calls(run_id), key=lambda c: c["round"])
+    calls = sorted(store.calls(), key=lambda c: c["round"])
     used = [[n["id"] for n in json.loads(c["playbook"])] for c in calls]
     assert used[0][0] == "mma-ldmatrix" and used[1][0] == "cp-async-pipeline"
     assert all(n["reason"] for c in calls for n in json.loads(c["playbook"]))
-    rounds = {r["round"]: r["playbook"] for r in trajectory(store, run_id)["rounds"]}
+    rounds = {r["round"]: r["playbook"] for r in trajectory(store)["rounds"]}
     assert rounds[0] == dict.fromkeys(used[0], 1) and rounds[1] == dict.fromkeys(used[1], 1)
 
 
@@ -213,16 +213,16 @@ def test_an_exemplar_of_the_searched_problem_is_cited_not_shown():
 
 
 def test_search_with_notes_only_cites_the_exemplars(tmp_path):
-    store, run_id, provider = _gemm_run(tmp_path, "notes")
+    store, provider = _gemm_run(tmp_path, "notes")
     first = provider.calls[0].messages[-1].content
     assert load_notes()["mma-ldmatrix"].title in first and "seedbank/exemplars/mma_ldmatrix_gemm_fp16.py" in first
     assert "gemm_mma_ldmatrix_kernel" not in first
-    assert all(c["playbook"] for c in store.calls(run_id))
+    assert all(c["playbook"] for c in store.calls())
 
 
 def test_search_with_playbook_off(tmp_path):
-    store, run_id, provider = _gemm_run(tmp_path, "off")
+    store, provider = _gemm_run(tmp_path, "off")
     assert provider.calls and all("Technique notes" not in r.messages[-1].content for r in provider.calls)
     assert all(n.title not in r.messages[-1].content for r in provider.calls for n in load_notes().values())
-    assert all(c["playbook"] is None for c in store.calls(run_id))
-    assert all(r["playbook"] == {} for r in trajectory(store, run_id)["rounds"])
+    assert all(c["playbook"] is None for c in store.calls())
+    assert all(r["playbook"] == {} for r in trajectory(store)["rounds"])

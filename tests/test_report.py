@@ -79,7 +79,6 @@ def _run(out: Path, strategy: str, answers: list[str], budgets: Budgets, **param
     with RunStore(out) as store:
         Driver(
             store,
-            run_id,
             client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id)),
         ).run()
 

@@ -137,7 +137,7 @@ def test_show_json_trajectory(tmp_path):
     run_id = create_run(tmp_path / "run", load_problem(PROBLEM), config, [])
     provider = ScriptedProvider(answer, usage=Usage(10, 5))
     with RunStore(tmp_path / "run") as store:
-        Driver(store, run_id, evaluate_fn=fake_evaluate,
+        Driver(store, evaluate_fn=fake_evaluate,
                client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id))).run()
     r = ks("show", str(tmp_path / "run"), "--json")
     assert r.returncode == 0, r.stderr
@@ -171,14 +171,14 @@ def test_progress_table_and_best_line_show_one_figure(tmp_path):
     provider = ScriptedProvider(lambda req: code_answer(torch_source(
         f"a * 2 + b  # {req.metadata['slot']}", {0: 2.0, 1: 4.0}[req.metadata["slot"] % 2])))
     with RunStore(tmp_path / "run") as store:
-        driver = Driver(store, run_id, evaluate_fn=functools.partial(fake_evaluate, floor_ms=0.1),
+        driver = Driver(store, evaluate_fn=functools.partial(fake_evaluate, floor_ms=0.1),
                         client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id)))
         driver.run()
-        best = store.best(run_id).candidate_id
+        best = store.best().candidate_id
         conf = Confirmation(candidate_ms=[0.3, 0.31, 0.29], eager_ms=[1.5, 1.5, 1.5], candidate_rel=[0.01] * 3,
                             eager_rel=[0.01] * 3, statuses=["correct"] * 3)
-        store.archive.add_confirmation(best, store.run(run_id).problem_id, "cpu", conf.to_dict())
-        spent, t = driver.spent(), trajectory(store, run_id)
+        store.archive.add_confirmation(best, store.run().problem_id, "cpu", conf.to_dict())
+        spent, t = driver.spent(), trajectory(store)
     figure = conf.speedup_vs_eager
     assert spent.best_speedup == t["rounds"][-1]["best_speedup"] == t["best"]["speedup_vs_eager"] == figure
     assert spent.best_pct_of_floor == t["best"]["pct_of_floor"] == pytest.approx(100 * 0.1 / 0.3)
@@ -267,3 +267,46 @@ def test_target_floor_stops_a_real_run_and_show_states_the_figures(tmp_path):
     assert f"{best['pct_of_floor']:.1f}% of the roofline floor" in text
     assert f"{best['pct_of_library']:.1f}% of eager (ATen elementwise kernels)" in text
     assert "status: stopped (target_floor:" in text
+
+
+def test_commands_find_runs_the_same_way(tmp_path, capsys):
+    """show, best, verify, report and export find runs by one rule (a run directory, or the
+    runs right under it); a command about one run is told which when a directory holds several."""
+    from kernelsearch.cli.main import main
+
+    for name in ("a", "b"):
+        create_run(tmp_path / "runs" / name, load_problem(PROBLEM), run_config("single", "scripted:x"), [])
+    (tmp_path / "nothing").mkdir()
+    for argv in (["show", str(tmp_path / "nothing")], ["best", str(tmp_path / "nothing"), "-o", "x.py"],
+                 ["verify", str(tmp_path / "nothing")], ["export", str(tmp_path / "nothing"), "-o", "-"],
+                 ["run", "--resume", str(tmp_path / "nothing")]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "not a run directory" in err and "Traceback" not in err, (argv, err)
+    assert not (tmp_path / "nothing" / "run.sqlite").exists()  # looking created no archive
+    for argv in (["best", str(tmp_path / "runs"), "-o", "x.py"], ["verify", str(tmp_path / "runs")]):
+        assert main(argv) == 2 and "holds 2 runs; name one of them" in capsys.readouterr().err, argv
+    assert main(["show", str(tmp_path / "runs"), "--json"]) == 0
+    assert [r["problem"] for r in json.loads(capsys.readouterr().out)["runs"]] == ["scale_add", "scale_add"]
+    assert main(["verify", str(tmp_path / "runs" / "a"), "--json"]) == 0  # no correct kernel: nothing to verify
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_one_exit_status_table():
+    """main's table gives each error its status, a subclass before its base; --help and
+    docs/commands.md say what each status means."""
+    from kernelsearch.cli.common import LoadFailed, UsageError
+    from kernelsearch.cli.main import DESCRIPTION, EXIT_STATUS, STATUS_MEANING, exit_status
+    from kernelsearch.llm.base import LLMError
+    from kernelsearch.llm.registry import ProviderSpecError
+    from kernelsearch.problems.loader import ProblemError, ProblemsFailed
+    from kernelsearch.search.store import NoRun, RunBusy
+
+    cases = {ProviderSpecError("unknown provider"): 2, LLMError("no API key"): 1, UsageError("bad"): 2,
+             ProblemError("malformed"): 2, NoRun("no run"): 2, RunBusy("busy"): 2, LoadFailed(): 3,
+             ProblemsFailed("d", []): 3, KeyboardInterrupt(): 130}
+    assert {type(e): exit_status(e) for e in cases} == {type(e): s for e, s in cases.items()}
+    assert {s for _, s in EXIT_STATUS} | {0} == set(STATUS_MEANING)
+    docs = (ROOT / "docs" / "commands.md").read_text().split("## Exit status")[1].split("\n## ")[0]
+    for status, meaning in STATUS_MEANING.items():
+        assert f"{status} {meaning}" in DESCRIPTION and f"| {status} |" in docs, status

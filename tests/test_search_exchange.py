@@ -44,15 +44,15 @@ def test_exchange_pending_then_answered(tmp_path):
     ex = tmp_path / "exchange"
     config = replace(run_config("branch", f"exchange:{ex}", Budgets(rounds=1), top_k=1, num_ideas=2, realisations=1),
                      llm_timeout=0.2)
-    run_id = create_run(tmp_path / "run", load_problem(PROBLEM), config, [])
+    create_run(tmp_path / "run", load_problem(PROBLEM), config, [])
 
     # nobody answers: the run stops cleanly with the question left in the exchange directory
     with RunStore(tmp_path / "run") as store:
-        stop = Driver(store, run_id).run()
+        stop = Driver(store).run()
         assert stop.reason == "llm_pending" and str(ex) in stop.detail
         assert store.run().status == "waiting"
-        assert [r.status for r in store.rounds(run_id)] == ["proposing"]
-        assert store.calls(run_id) == [] and store.lineage(run_id) == []
+        assert [r.status for r in store.rounds()] == ["proposing"]
+        assert store.calls() == [] and store.lineage() == []
     [pending] = list((ex / "requests").glob("*.json"))
     assert json.loads(pending.read_text())["metadata"]["purpose"] == "ideas"
 
@@ -62,20 +62,20 @@ def test_exchange_pending_then_answered(tmp_path):
     agent.start()
     try:
         with RunStore(tmp_path / "run") as store:
-            store.set_config(run_id, replace(store.run().config, llm_timeout=60.0))
-            driver = Driver(store, run_id)
+            store.set_config(replace(store.run().config, llm_timeout=60.0))
+            driver = Driver(store)
             stop = driver.run()
             assert stop.reason == "rounds", stop
-            calls = store.calls(run_id)
+            calls = store.calls()
             assert sorted(c["purpose"] for c in calls) == ["ideas", "implement", "implement"]
             assert all(c["input_tokens"] == 1000 and c["output_tokens"] == 200 for c in calls)
-            assert store.usage(run_id).tokens == 3 * 1200
+            assert store.usage().tokens == 3 * 1200
             assert driver.session_llm.calls == 3
-            verdicts = {r["candidate_id"]: store.result(run_id, r["candidate_id"]).status.value
-                        for r in store.lineage(run_id)}
+            verdicts = {r["candidate_id"]: store.result(r["candidate_id"]).status.value
+                        for r in store.lineage()}
             assert verdicts == {Candidate.from_source(CPP_CORRECT).id: "correct",
                                 Candidate.from_source(TORCH).id: "correct"}
-            assert [i.family for i in store.ideas(run_id)] == ["memory_hierarchy", "instruction_efficiency"]
+            assert [i.family for i in store.ideas()] == ["memory_hierarchy", "instruction_efficiency"]
     finally:
         halt.set()
         agent.join(5)

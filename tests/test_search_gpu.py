@@ -43,9 +43,9 @@ def test_branch_two_rounds_on_cuda(tmp_path):
                         timing=TimingConfig(warmup=3, min_reps=10, max_reps=50, budget_s=5.0),
                         limits=Limits(build_timeout_s=900, run_timeout_s=120)),
     )
-    run_id = create_run(tmp_path / "run", load_problem("02_softmax"), config, [])
+    create_run(tmp_path / "run", load_problem("02_softmax"), config, [])
     with RunStore(tmp_path / "run") as store:
-        stop = Driver(store, run_id).run()
+        stop = Driver(store).run()
         assert stop.reason == "rounds", stop
         t = trajectory(store)
     assert [(r["round"], r["status"], r["candidates"], r["evaluated"]) for r in t["rounds"]] == [
@@ -57,8 +57,8 @@ def test_branch_two_rounds_on_cuda(tmp_path):
     # profiler feedback reaches the prompts: round 1's ideas and implement requests carry the
     # best kernel's timings, roofline and kernel profile (issue 5)
     with RunStore(tmp_path / "run") as store:
-        best = store.result(run_id, t["best"]["candidate_id"])
-        calls = [c for c in store.calls(run_id) if c["round"] == 1 and c["purpose"] in ("ideas", "implement")]
+        best = store.result(t["best"]["candidate_id"])
+        calls = [c for c in store.calls() if c["round"] == 1 and c["purpose"] in ("ideas", "implement")]
     assert best.roofline and best.roofline["bound"] == "memory" and best.roofline["pct_of_floor"] > 0, best.roofline
     assert best.profile and best.profile["kernels"] and "busy" in best.profile["summary"], best.profile
     top = best.profile["kernels"][0]["name"]

@@ -182,7 +182,7 @@ def test_evaluate_builds_every_runs_pending_candidates_first(tmp_path, monkeypat
     for r in runs:
         with RunStore(r.dir) as store:
             run = store.run()
-            assert [is_built(c, run.config.eval) for c in store.pending(run.id)] == [True]
+            assert [is_built(c, run.config.eval) for c in store.pending()] == [True]
     assert sq.prebuild_pending(runs) == (0, 0)  # nothing left to build
     assert sq.main(["evaluate", "--work", str(work), "--no-verify"]) == 0
     for r in runs:

@@ -97,10 +97,10 @@ def _drive(tmp_path, config, answer) -> tuple[RunStore, str, Driver]:
     run_id = create_run(tmp_path / "run", load_problem(PROBLEM), config, [])
     store = RunStore(tmp_path / "run")
     provider = ScriptedProvider(answer)
-    driver = Driver(store, run_id, evaluate_fn=noisy_evaluate,
+    driver = Driver(store, evaluate_fn=noisy_evaluate,
                     client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id)))
     driver.run()
-    return store, run_id, driver
+    return store, driver
 
 
 def _id(source: str) -> str:
@@ -115,18 +115,18 @@ MID, SLOW = timed_source("mid", 1.10, 1.00), timed_source("slow", 1.40, 1.02)
 def test_best_of_n_reports_the_fastest_kernel(tmp_path):
     sources = [LUCKY, FAST, MID, SLOW]
     config = run_config("best-of-n", "scripted:x", n=4)
-    store, run_id, driver = _drive(tmp_path, config, lambda req: code_answer(sources[req.metadata["slot"]]))
+    store, driver = _drive(tmp_path, config, lambda req: code_answer(sources[req.metadata["slot"]]))
     with store:
         # each evaluation's own ratio favours LUCKY (1.30 / 1.05 = 1.24 against FAST's 0.92)
         own = {r["candidate_id"]: r["speedup_vs_eager"] for r in store.conn.execute(
             "SELECT candidate_id, speedup_vs_eager FROM evaluations")}
         assert max(own, key=own.get) == _id(LUCKY) and own[_id(FAST)] == pytest.approx(0.92)  # kept as data
-        [r0] = store.rounds(run_id)
+        [r0] = store.rounds()
         assert r0.best_candidate_id == _id(FAST) and r0.best_speedup == pytest.approx(1.01)
-        assert store.baseline(run_id) == Baseline(eager_ms=pytest.approx(1.01), evaluations=4)
-        assert [m.candidate_id for m in store.members(run_id)] == [_id(s) for s in (FAST, LUCKY, MID, SLOW)]
-        assert [m.speedup for m in store.members(run_id)] == pytest.approx([1.01 / s for s in (1.0, 1.05, 1.1, 1.4)])
-        assert store.best(run_id).candidate_id == _id(FAST)
+        assert store.baseline() == Baseline(eager_ms=pytest.approx(1.01), evaluations=4)
+        assert [m.candidate_id for m in store.members()] == [_id(s) for s in (FAST, LUCKY, MID, SLOW)]
+        assert [m.speedup for m in store.members()] == pytest.approx([1.01 / s for s in (1.0, 1.05, 1.1, 1.4)])
+        assert store.best().candidate_id == _id(FAST)
         assert driver.spent().best_speedup == pytest.approx(1.01)  # budgets and the progress line
         t = trajectory(store)  # `show --json`
         assert (t["best"]["candidate_id"], t["rounds"][0]["best_candidate_id"]) == (_id(FAST), _id(FAST))
@@ -145,13 +145,13 @@ def test_target_speedup_counts_the_pooled_figure(tmp_path):
     1.01x in the end, so the run goes on to its round budget."""
     sources = {0: [MID, LUCKY], 1: [FAST, SLOW]}
     config = run_config("refine", "scripted:x", Budgets(rounds=2, target_speedup=1.2), n=2)
-    store, run_id, _ = _drive(tmp_path, config,
+    store, _ = _drive(tmp_path, config,
                               lambda req: code_answer(sources[req.metadata["round"]][req.metadata["slot"]]))
     with store:
-        assert store.run(run_id).stop_reason == "rounds"
-        assert store.best(run_id).candidate_id == _id(FAST)
+        assert store.run().stop_reason == "rounds"
+        assert store.best().candidate_id == _id(FAST)
         # refine shows a chain its last kernel's times against the pooled baseline of earlier rounds
-        call = next(c for c in store.calls(run_id) if c["round"] == 1 and c["slot"] == 1)
+        call = next(c for c in store.calls() if c["round"] == 1 and c["slot"] == 1)
         prompt = json.loads(call["request"])["messages"][-1]["content"]
         assert "eager PyTorch 1.15 ms" in prompt and f"{1.15 / 1.05:.2f}x vs eager" in prompt  # LUCKY, pooled
 
@@ -167,14 +167,14 @@ def test_branch_seeds_are_the_fastest_kernels(tmp_path):
         return code_answer(timed_source(f"r1 {meta['slot']}", None))
 
     config = run_config("branch", "scripted:x", Budgets(rounds=2), top_k=2, num_ideas=4, realisations=1)
-    store, run_id, _ = _drive(tmp_path, config, answer)
+    store, _ = _drive(tmp_path, config, answer)
     with store:
-        r0, r1 = store.rounds(run_id)
+        r0, r1 = store.rounds()
         assert r0.best_candidate_id == _id(FAST)
         assert r1.plan["seeds"] == [_id(FAST), _id(LUCKY)]  # by time, not [LUCKY, FAST] by own ratio
         # the model sees each seed's speedup against the pooled baseline
         ideas = {c["slot"]: json.loads(c["request"])["messages"][-1]["content"]
-                 for c in store.calls(run_id) if c["round"] == 1 and c["purpose"] == "ideas"}
+                 for c in store.calls() if c["round"] == 1 and c["purpose"] == "ideas"}
         assert "eager PyTorch 1.01 ms" in ideas[0] and "Speedup: 1.01x vs eager" in ideas[0]
         assert f"Speedup: {1.01 / 1.05:.2f}x vs eager" in ideas[1]
         # and the ledger says how each idea did the same way
@@ -195,12 +195,12 @@ def test_evolve_weights_and_restart_follow_time(tmp_path):
         return code_answer(code[meta["round"]][meta["slot"] - 2])
 
     config = run_config("evolve", "scripted:x", Budgets(rounds=3), n=2, crossover_rate=0.0)
-    store, run_id, _ = _drive(tmp_path, config, answer)
+    store, _ = _drive(tmp_path, config, answer)
     with store:
-        members = store.members(run_id)
+        members = store.members()
         assert [m.candidate_id for m in members[:2]] == [_id(FAST), _id(LUCKY)]
         w = dict(zip([m.candidate_id for m in members], selection_weights(members, {}, 0.0, 0.0), strict=True))
         assert w[_id(FAST)] > w[_id(LUCKY)] > w[_id(MID)]
-        r2 = store.rounds(run_id)[2]
+        r2 = store.rounds()[2]
         assert r2.plan["restart"] is True
         assert {c["parent"] for c in r2.plan["children"]} == {_id(MID)}  # older than round 1, not the best

@@ -104,17 +104,17 @@ def _answer(request) -> str:
 @pytest.fixture
 def branch_run(tmp_path):
     config = run_config("branch", "scripted:x", Budgets(rounds=1), top_k=1, num_ideas=2, realisations=2)
-    run_id = create_run(tmp_path / "run", load_problem(PROBLEM), config, [])
-    return tmp_path / "run", run_id
+    create_run(tmp_path / "run", load_problem(PROBLEM), config, [])
+    return tmp_path / "run"
 
 
-def _driver(store: RunStore, run_id: str, provider: ScriptedProvider, evaluate_fn=fake_evaluate) -> Driver:
-    return Driver(store, run_id, evaluate_fn=evaluate_fn,
-                  client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id)))
+def _driver(store: RunStore, provider: ScriptedProvider, evaluate_fn=fake_evaluate) -> Driver:
+    return Driver(store, evaluate_fn=evaluate_fn,
+                  client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, store.run_id)))
 
 
 def test_killed_inside_the_llm_batch(branch_run):
-    run_dir, run_id = branch_run
+    run_dir = branch_run
     answered: list[str] = []
 
     def dying(request):
@@ -125,22 +125,22 @@ def test_killed_inside_the_llm_batch(branch_run):
 
     first = ScriptedProvider(dying)
     with RunStore(run_dir) as store, pytest.raises(Killed):
-        _driver(store, run_id, first).run()
+        _driver(store, first).run()
     with RunStore(run_dir) as store:
-        assert len([c for c in store.calls(run_id) if c["answer"] is not None]) == 3
-        assert store.rounds(run_id)[0].status == "proposing"
+        assert len([c for c in store.calls() if c["answer"] is not None]) == 3
+        assert store.rounds()[0].status == "proposing"
         second = ScriptedProvider(_answer)
-        stop = _driver(store, run_id, second).run()
+        stop = _driver(store, second).run()
         assert stop.reason == "rounds"
         asked_again = {r.key() for r in second.calls}
         assert not asked_again & set(answered)  # no stored answer was asked for again
-        assert len(asked_again | set(answered)) == 5 == len(store.calls(run_id))  # 1 ideas + 2 ideas x 2 realisations
-        assert len(store.ideas(run_id)) == 2  # the ideas answer was not parsed into duplicates
-        assert len(store.lineage(run_id)) == 4 and store.count_evaluated(run_id) == 4
+        assert len(asked_again | set(answered)) == 5 == len(store.calls())  # 1 ideas + 2 ideas x 2 realisations
+        assert len(store.ideas()) == 2  # the ideas answer was not parsed into duplicates
+        assert len(store.lineage()) == 4 and store.count_evaluated() == 4
 
 
 def test_killed_between_evaluation_and_bookkeeping(branch_run):
-    run_dir, run_id = branch_run
+    run_dir = branch_run
     evaluated: list[str] = []
 
     def dies_after_second(problem, candidate, config, archive):
@@ -151,17 +151,17 @@ def test_killed_between_evaluation_and_bookkeeping(branch_run):
         return result
 
     with RunStore(run_dir) as store, pytest.raises(Killed):
-        _driver(store, run_id, ScriptedProvider(_answer), dies_after_second).run()
+        _driver(store, ScriptedProvider(_answer), dies_after_second).run()
     with RunStore(run_dir) as store:
-        assert store.count_evaluated(run_id) == 1 and store.archive.count("evaluations") == 2
+        assert store.count_evaluated() == 1 and store.archive.count("evaluations") == 2
         provider = ScriptedProvider(_answer)
 
         def counting(problem, candidate, config, archive):
             evaluated.append(candidate.id)
             return fake_evaluate(problem, candidate, config, archive)
 
-        stop = _driver(store, run_id, provider, counting).run()
+        stop = _driver(store, provider, counting).run()
         assert stop.reason == "rounds" and provider.calls == []
         assert len(evaluated) == len(set(evaluated)) == 4  # each candidate evaluated exactly once
-        assert store.archive.count("evaluations") == 4 and store.count_evaluated(run_id) == 4
-        assert store.rounds(run_id)[0].status == "evaluated"
+        assert store.archive.count("evaluations") == 4 and store.count_evaluated() == 4
+        assert store.rounds()[0].status == "evaluated"

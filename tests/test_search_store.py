@@ -3,6 +3,7 @@ replay after resume, and evolve's parent selection and restart."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import replace
 
@@ -65,9 +66,9 @@ def test_create_run_copies_problem_and_seeds(tmp_path):
     with RunStore(tmp_path / "run") as store:
         run = store.run()
         assert (run.id, run.strategy, run.status, run.config) == (run_id, "evolve", "running", config)
-        [r0] = store.rounds(run_id)
+        [r0] = store.rounds()
         assert (r0.round, r0.kind, r0.status) == (0, "seed", "proposed")
-        assert [c.id for c in store.pending(run_id)] == [seed.id]
+        assert [c.id for c in store.pending()] == [seed.id]
 
 
 def _request(text: str, round_no: int = 0) -> LLMRequest:
@@ -80,15 +81,15 @@ def test_call_log_keeps_answers_and_retries_failures(tmp_path):
     with RunStore(tmp_path / "run") as store:
         log = RunCallLog(store.db_path, run_id)
         req = _request("hello")
-        store.record_error(run_id, req, LLMError("rate limited for too long"))
+        store.record_error(req, LLMError("rate limited for too long"))
         assert log.get(req.key()) is None  # a failure is on record but is asked again
         log.put(req.key(), req, LLMResponse("answer", Usage(3, 4), cost_usd=0.01, provider="p", model="m"))
         log.put(req.key(), req, LLMResponse("second answer", Usage(9, 9)))  # the first answer stays
         hit = log.get(req.key())
         assert (hit.content, hit.usage, hit.cost_usd) == ("answer", Usage(3, 4), 0.01)
-        [row] = store.calls(run_id)
+        [row] = store.calls()
         assert (row["outcome"], row["purpose"], row["round"]) == ("answered", "implement", 0)
-        u = store.usage(run_id)
+        u = store.usage()
         assert (u.calls, u.errors, u.tokens, u.cost_usd) == (1, 0, 7, 0.01)
 
 
@@ -104,7 +105,7 @@ def test_prime_replay_restores_the_order_of_answers(tmp_path):
         before_kill = LLMClient(ReplayProvider(replay), cache=RunCallLog(store.db_path, run_id))
         assert [before_kill.complete(r).content for r in (a, b)] == expected[:2]
         resumed = ReplayProvider(replay)  # a new process: its replay file starts from the top
-        prime_replay(resumed, store.answered_requests(run_id))
+        prime_replay(resumed, store.answered_requests())
         assert resumed.complete(c).content == expected[2] == "third"
 
 
@@ -114,10 +115,10 @@ def test_same_question_asked_once(tmp_path):
     config = replace(run_config("best-of-n", "scripted:x", n=3), temperature=0.0)
     run_id = create_run(tmp_path / "run", load_problem(PROBLEM), config, [])
     with RunStore(tmp_path / "run") as store:
-        Driver(store, run_id, evaluate_fn=fake_evaluate,
+        Driver(store, evaluate_fn=fake_evaluate,
                client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id))).run()
-        assert len(provider.calls) == 1 and len(store.calls(run_id)) == 1
-        assert store.calls(run_id)[0]["outcome"] == "ok" and len(store.lineage(run_id)) == 1
+        assert len(provider.calls) == 1 and len(store.calls()) == 1
+        assert store.calls()[0]["outcome"] == "ok" and len(store.lineage()) == 1
 
 
 def _member(cid: str, speedup: float, round_no: int = 0) -> Member:
@@ -148,21 +149,70 @@ def test_evolve_restarts_from_an_older_member_when_nothing_improves(tmp_path):
 
     provider = ScriptedProvider(answer)
     with RunStore(tmp_path / "run") as store:
-        stop = Driver(store, run_id, evaluate_fn=fake_evaluate,
+        stop = Driver(store, evaluate_fn=fake_evaluate,
                       client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id))).run()
         assert stop.reason == "rounds"
-        r1, r2 = [r for r in store.rounds(run_id) if r.kind == "llm"]
+        r1, r2 = [r for r in store.rounds() if r.kind == "llm"]
         assert not r1.plan["restart"]
         assert {c["parent"] for c in r1.plan["children"]} <= {seeds[0].id, seeds[1].id}
         assert r2.plan["restart"] and {c["parent"] for c in r2.plan["children"]} == {seeds[0].id}
-        assert len(store.members(run_id)) == 2 + 3 + 3
+        assert len(store.members()) == 2 + 3 + 3
 
 
 def test_one_session_at_a_time(tmp_path):
     from kernelsearch.search.store import RunBusy, RunLock
 
-    run_id = create_run(tmp_path / "run", load_problem(PROBLEM), run_config("single", "scripted:x"), [])
+    create_run(tmp_path / "run", load_problem(PROBLEM), run_config("single", "scripted:x"), [])
     with RunStore(tmp_path / "run") as store, RunLock(tmp_path / "run"):
         with pytest.raises(RunBusy, match="another kernelsearch session"):
-            Driver(store, run_id, evaluate_fn=fake_evaluate).run()
-        assert store.calls(run_id) == [] and store.run().status == "running"
+            Driver(store, evaluate_fn=fake_evaluate).run()
+        assert store.calls() == [] and store.run().status == "running"
+
+
+def test_store_is_a_handle_on_the_directory_run(tmp_path):
+    """RunStore(dir) opens the directory's run and creates nothing where there is none; a second
+    run is not made over the first."""
+    from kernelsearch.search.store import NoRun, run_dirs
+
+    with pytest.raises(NoRun, match="not a run directory"):
+        RunStore(tmp_path / "empty")
+    assert not (tmp_path / "empty").exists() and run_dirs(tmp_path / "empty") == []
+    config = run_config("single", "scripted:x")
+    run_id = create_run(tmp_path / "runs" / "a", load_problem(PROBLEM), config, [])
+    with RunStore(tmp_path / "runs" / "a") as store:
+        assert store.run_id == run_id == store.run().id and store.lineage() == []
+    with pytest.raises(FileExistsError, match="already holds a run"):
+        create_run(tmp_path / "runs" / "a", load_problem(PROBLEM), config, [])
+    create_run(tmp_path / "runs" / "b", load_problem(PROBLEM), config, [])
+    (tmp_path / "runs" / "not_a_run").mkdir()
+    assert run_dirs(tmp_path / "runs") == [tmp_path / "runs" / "a", tmp_path / "runs" / "b"]
+    assert run_dirs(tmp_path / "runs" / "b") == [tmp_path / "runs" / "b"]
+
+
+def test_an_archive_of_an_earlier_version_opens(tmp_path):
+    """An archive written at schema version 2 (before verifications, confirmations and the
+    playbook column), holding two runs as the earlier Python API allowed: it is upgraded on
+    open and the handle takes its oldest run, the one `show` always reported."""
+    from kernelsearch.search.report import trajectory
+
+    run_dir = tmp_path / "old"
+    run_dir.mkdir()
+    config = run_config("single", "scripted:x")
+    problem = load_problem(PROBLEM)
+    with sqlite3.connect(run_dir / "run.sqlite") as c:
+        for script in MIGRATIONS[:2]:
+            for stmt in filter(str.strip, script.split(";")):
+                c.execute(stmt)
+        c.execute("PRAGMA user_version=2")
+        c.execute("INSERT INTO problems VALUES (?, ?, ?, NULL, ?, 0)",
+                  (problem.id, problem.name, str(problem.path), problem.source))
+        for rid, made in (("second", 2.0), ("first", 1.0)):
+            c.execute("INSERT INTO runs(id, problem_id, strategy, config, status, created_at, updated_at) "
+                      "VALUES (?,?,?,?,?,?,?)", (rid, problem.id, "single", json.dumps(config.to_dict()),
+                                                 "finished", made, made))
+    assert RunStore.exists(run_dir)
+    with RunStore(run_dir) as store:
+        assert store.run_id == "first" and store.run().config == config
+        assert store.archive.schema_version() == len(MIGRATIONS)
+        t = trajectory(store)
+        assert (t["run_id"], t["best"]["candidate_id"], t["rounds"]) == ("first", None, [])

@@ -32,15 +32,15 @@ WRONG_ID = Candidate.from_source(CPP_WRONG).id
 def _run(tmp_path, strategy: str, answers: list, budgets: Budgets | None = None, seeds=(), **params):
     replay = write_replay(tmp_path / "answers.jsonl", answers)
     config = run_config(strategy, f"replay:{replay}", budgets, **params)
-    run_id = create_run(tmp_path / "run", load_problem(PROBLEM), config, list(seeds))
+    create_run(tmp_path / "run", load_problem(PROBLEM), config, list(seeds))
     store = RunStore(tmp_path / "run")
-    stop = Driver(store, run_id).run()
-    return store, run_id, stop
+    stop = Driver(store).run()
+    return store, stop
 
 
-def _verdicts(store: RunStore, run_id: str) -> dict[str, str]:
-    return {row["candidate_id"]: store.result(run_id, row["candidate_id"]).status.value
-            for row in store.lineage(run_id)}
+def _verdicts(store: RunStore) -> dict[str, str]:
+    return {row["candidate_id"]: store.result(row["candidate_id"]).status.value
+            for row in store.lineage()}
 
 
 def _prompt(call: dict) -> str:
@@ -49,37 +49,37 @@ def _prompt(call: dict) -> str:
 
 def test_single(tmp_path):
     sketch = "First a sketch:\n```python\ndef helper():\n    pass\n```\n"
-    store, run_id, stop = _run(tmp_path, "single", [code_answer(CPP_CORRECT, prose=sketch + "And the final file:")])
+    store, stop = _run(tmp_path, "single", [code_answer(CPP_CORRECT, prose=sketch + "And the final file:")])
     assert (stop.reason, store.run().status) == ("done", "finished")
-    [call] = store.calls(run_id)
+    [call] = store.calls()
     assert (call["purpose"], call["outcome"], call["candidate_id"], call["model"]) == ("implement", "ok", CORRECT_ID, "replay")
-    [row] = store.lineage(run_id)
+    [row] = store.lineage()
     assert (row["candidate_id"], row["origin"], row["round"], row["status"], row["model"]) == (
         CORRECT_ID, "llm", 0, "evaluated", "replay")
     assert row["llm_call_id"] == call["id"] and row["evaluation_id"] is not None
     assert store.candidate(CORRECT_ID).backend == "cpp"
-    assert _verdicts(store, run_id) == {CORRECT_ID: "correct"}
+    assert _verdicts(store) == {CORRECT_ID: "correct"}
     assert trajectory(store)["best"]["candidate_id"] == CORRECT_ID
 
 
 def test_best_of_n(tmp_path):
     answers = [code_answer(CPP_WRONG), "Sorry, I would rather explain the idea in words.", code_answer(CPP_CORRECT)]
-    store, run_id, stop = _run(tmp_path, "best-of-n", answers, n=3)
+    store, stop = _run(tmp_path, "best-of-n", answers, n=3)
     assert stop.reason == "done"
-    calls = store.calls(run_id)
+    calls = store.calls()
     assert [c["outcome"] for c in sorted(calls, key=lambda c: c["slot"])] == ["ok", "no_code", "ok"]
     assert len({c["request_key"] for c in calls}) == 3  # three samples, three distinct questions
     assert [json.loads(c["request"])["sample_index"] for c in sorted(calls, key=lambda c: c["slot"])] == [0, 1, 2]
-    assert _verdicts(store, run_id) == {WRONG_ID: "incorrect", CORRECT_ID: "correct"}
-    assert store.best(run_id).candidate_id == CORRECT_ID
+    assert _verdicts(store) == {WRONG_ID: "incorrect", CORRECT_ID: "correct"}
+    assert store.best().candidate_id == CORRECT_ID
     assert store.archive.count("evaluations") == 2
 
 
 def test_refine_carries_feedback(tmp_path):
     answers = [code_answer(SYNTAX_ERROR), code_answer(CPP_WRONG), code_answer(CPP_CORRECT)]
-    store, run_id, stop = _run(tmp_path, "refine", answers, Budgets(rounds=3), n=1)
+    store, stop = _run(tmp_path, "refine", answers, Budgets(rounds=3), n=1)
     assert stop.reason == "rounds"
-    calls = sorted(store.calls(run_id), key=lambda c: c["round"])
+    calls = sorted(store.calls(), key=lambda c: c["round"])
     assert [c["purpose"] for c in calls] == ["implement", "refine", "refine"]
     first = Candidate.from_source(SYNTAX_ERROR).id
     # turn 1 sees the build failure of turn 0
@@ -89,10 +89,10 @@ def test_refine_carries_feedback(tmp_path):
     p2 = _prompt(calls[2])
     assert "Failed correctness check: trial" in p2 and "max abs error" in p2 and "normalised error" in p2
     assert "Timings (median): your kernel" in p2 and "3.0f * pa[i]" in p2
-    chain = {r["round"]: r for r in store.lineage(run_id)}
+    chain = {r["round"]: r for r in store.lineage()}
     assert [chain[i]["candidate_id"] for i in range(3)] == [first, WRONG_ID, CORRECT_ID]
     assert json.loads(chain[1]["parent_ids"]) == [first] and json.loads(chain[2]["parent_ids"]) == [WRONG_ID]
-    assert _verdicts(store, run_id) == {first: "compile_error", WRONG_ID: "incorrect", CORRECT_ID: "correct"}
+    assert _verdicts(store) == {first: "compile_error", WRONG_ID: "incorrect", CORRECT_ID: "correct"}
 
 
 def test_branch_ideas_then_code(tmp_path):
@@ -105,22 +105,22 @@ def test_branch_ideas_then_code(tmp_path):
         ideas_answer(("Split the loop over two threads with OpenMP", "occupancy_parallelism")),
         code_answer(CPP_WRONG),
     ]
-    store, run_id, stop = _run(tmp_path, "branch", answers, Budgets(rounds=2), top_k=1, num_ideas=2, realisations=1)
+    store, stop = _run(tmp_path, "branch", answers, Budgets(rounds=2), top_k=1, num_ideas=2, realisations=1)
     assert stop.reason == "rounds"
-    ideas = store.ideas(run_id)
+    ideas = store.ideas()
     assert [(i.round, i.family) for i in ideas] == [(0, "memory_hierarchy"), (0, "instruction_efficiency"),
                                                     (1, "occupancy_parallelism")]
     assert "1 kernel(s), 1 correct" in ideas[0].outcome
     # round 0 starts from the reference; round 1 from the best kernel of round 0, with the ledger
-    r0, r1 = store.rounds(run_id)
+    r0, r1 = store.rounds()
     assert r0.plan["seeds"] == [None] and r0.plan["ledger"] == []
-    best0 = max(store.members(run_id), key=lambda m: m.speedup if m.round == 0 else -1).candidate_id
+    best0 = max(store.members(), key=lambda m: m.speedup if m.round == 0 else -1).candidate_id
     assert r1.plan["seeds"] == [best0]
-    ideas_call = next(c for c in store.calls(run_id) if c["round"] == 1 and c["purpose"] == "ideas")
+    ideas_call = next(c for c in store.calls() if c["round"] == 1 and c["purpose"] == "ideas")
     prompt = _prompt(ideas_call)
     assert "Fuse the scale and the add" in prompt and "Unroll the inner loop" in prompt and "1 correct" in prompt
     assert store.candidate(best0).source.strip() in prompt
-    last = next(r for r in store.lineage(run_id) if r["round"] == 1)
+    last = next(r for r in store.lineage() if r["round"] == 1)
     assert (last["candidate_id"], json.loads(last["parent_ids"]), last["idea_id"]) == (WRONG_ID, [best0], ideas[2].id)
     t = trajectory(store)
     assert [(r["round"], r["candidates"], r["correct"]) for r in t["rounds"]] == [(0, 2, 2), (1, 1, 0)]
@@ -137,12 +137,12 @@ def test_evolve_seed_mutation_crossover(tmp_path):
         code_answer(mutant),
         code_answer(child, prose="I kept the single pass of A and the operand order of B."),
     ]
-    store, run_id, stop = _run(tmp_path, "evolve", answers, Budgets(rounds=2), n=1, crossover_rate=1.0,
+    store, stop = _run(tmp_path, "evolve", answers, Budgets(rounds=2), n=1, crossover_rate=1.0,
                                seeds=[Candidate.from_file(seed_file)])
     assert stop.reason == "rounds"
-    rounds = store.rounds(run_id)
+    rounds = store.rounds()
     assert [(r.round, r.kind) for r in rounds] == [(0, "seed"), (1, "llm"), (2, "llm")]
-    rows = {r["round"]: r for r in store.lineage(run_id)}
+    rows = {r["round"]: r for r in store.lineage()}
     assert (rows[0]["candidate_id"], rows[0]["origin"]) == (CORRECT_ID, "seed")
     # round 1: one member, so a mutation: an idea for the seed, then its code
     assert rounds[1].plan["children"] == [{"op": "mutate", "parent": CORRECT_ID}]
@@ -152,9 +152,9 @@ def test_evolve_seed_mutation_crossover(tmp_path):
     # round 2: two members, crossover rate 1: both parents in one prompt
     [op] = rounds[2].plan["children"]
     assert op["op"] == "crossover" and set(op["parents"]) == {CORRECT_ID, mutant_id}
-    cross = next(c for c in store.calls(run_id) if c["round"] == 2)
+    cross = next(c for c in store.calls() if c["round"] == 2)
     assert cross["purpose"] == "crossover"
     assert "2.0f * pa[i]" in _prompt(cross) and "b + 2 * a" in _prompt(cross)
     assert set(json.loads(rows[2]["parent_ids"])) == {CORRECT_ID, mutant_id}
-    assert set(_verdicts(store, run_id).values()) == {"correct"}
-    assert len(store.members(run_id)) == 3
+    assert set(_verdicts(store).values()) == {"correct"}
+    assert len(store.members()) == 3

@@ -86,14 +86,14 @@ def test_branch_reads_ideas_from_an_unclosed_json_fence(tmp_path):
         _replayed("ideas_unclosed_length"),
     ])
     config = run_config("branch", f"replay:{replay}", Budgets(rounds=2), top_k=1, num_ideas=2, realisations=1)
-    run_id = create_run(tmp_path / "run", load_problem(PROBLEM), config, [])
+    create_run(tmp_path / "run", load_problem(PROBLEM), config, [])
     with RunStore(tmp_path / "run") as store:
-        stop = Driver(store, run_id).run()
+        stop = Driver(store).run()
         assert stop.reason == "rounds"
-        calls = [(c["round"], c["purpose"], c["outcome"], c["note"], c["candidate_id"]) for c in store.calls(run_id)]
-        ideas = store.ideas(run_id)
-        verdicts = {row["candidate_id"]: store.result(run_id, row["candidate_id"]).status.value
-                    for row in store.lineage(run_id)}
+        calls = [(c["round"], c["purpose"], c["outcome"], c["note"], c["candidate_id"]) for c in store.calls()]
+        ideas = store.ideas()
+        verdicts = {row["candidate_id"]: store.result(row["candidate_id"]).status.value
+                    for row in store.lineage()}
     added_id = Candidate.from_source(added).id
     assert [(rnd, p, o) for rnd, p, o, _, _ in calls] == [
         (0, "ideas", "unclosed_fence"), (0, "implement", "ok"), (0, "implement", "unclosed_fence"),

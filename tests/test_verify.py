@@ -49,10 +49,10 @@ def test_failed_verification_leaves_the_ranking(tmp_path, cpu_config):
 
     config = RunConfig(strategy="single", llm="replay:/dev/null", problem_name="row_norm", backend="torch",
                        budgets=Budgets(rounds=1), eval=cpu_config, torch_fallback="allow")  # plain-PyTorch kernels
-    run_id = create_run(tmp_path / "run", load_problem(PROBLEM), config, [FRAGILE, STABLE])
+    create_run(tmp_path / "run", load_problem(PROBLEM), config, [FRAGILE, STABLE])
     with RunStore(tmp_path / "run") as store:
-        Driver(store, run_id).run("evaluate")
-        assert {m.candidate_id for m in store.members(run_id)} == {FRAGILE.id, STABLE.id}
+        Driver(store).run("evaluate")
+        assert {m.candidate_id for m in store.members()} == {FRAGILE.id, STABLE.id}
     results = verify_best(tmp_path / "run", top=2, trials=3)
     assert {r.candidate_id: r.ok for r in results} == {FRAGILE.id: False, STABLE.id: True}
     stable = next(r for r in results if r.candidate_id == STABLE.id)
@@ -61,7 +61,7 @@ def test_failed_verification_leaves_the_ranking(tmp_path, cpu_config):
     fragile = next(r for r in results if r.candidate_id == FRAGILE.id)
     assert fragile.confirmation is None  # a kernel that failed a re-check is not timed again
     with RunStore(tmp_path / "run") as store:
-        assert [m.candidate_id for m in store.members(run_id)] == [STABLE.id]
+        assert [m.candidate_id for m in store.members()] == [STABLE.id]
         ok, reason = store.archive.verification(FRAGILE.id)
         assert not ok and "offset" in reason
         assert store.archive.confirmation(STABLE.id, "cpu")["median_ms"] > 0

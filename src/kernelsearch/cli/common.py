@@ -1,23 +1,56 @@
-"""What the ``kernelsearch`` command's modules share: the usage error, exit status 3
-(``LOAD_FAILED``), loading a problem set, the default device and options common to several
-commands. ``main`` and the command modules import it; it imports none of them."""
+"""What the ``kernelsearch`` command's modules share: the errors commands raise (``main``
+maps each to its exit status, ``main.EXIT_STATUS``), loading a problem set, finding run
+directories, the default device and options common to several commands. ``main`` and the
+command modules import it; it imports none of them (but ``main`` lazily, for a status)."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from kernelsearch.problems.loader import PRECISIONS, LoadFailure, ProblemsFailed
 
-LOAD_FAILED = 3  # exit status: some problem files of a directory failed to load
+
+class CommandError(Exception):
+    """A command that could not do its work, or all of it: main() prints the message (when it
+    has one) in one line and exits with the status of its type in ``main.EXIT_STATUS``."""
 
 
-class UsageError(Exception):
+class UsageError(CommandError):
     """Bad arguments or input files: reported in one line, exit status 2."""
+
+
+class LoadFailed(CommandError):
+    """Some problem files of a directory failed to load, each reported on stderr as it failed;
+    the command processed the rest and printed its output (exit status 3). The message, when
+    there is one, says what could not be done because of them."""
+
+
+def done(failures: list[LoadFailure]) -> int:
+    """A command's exit once its output is printed: 0, or LoadFailed when some of its problem
+    files failed to load (each was reported as it failed, so the error has no message)."""
+    if failures:
+        raise LoadFailed()
+    return 0
+
+
+def find_runs(root: Path, one: bool = False) -> list[Path]:
+    """The run directories RUN_DIR names (`search.store.run_dirs`: itself, or the per-problem
+    runs under it); a usage error when there is none, or, for a command about one run
+    (``one``), when there are several."""
+    from kernelsearch.search.store import run_dirs
+
+    dirs = run_dirs(root)
+    if not dirs:
+        raise UsageError(f"{root}: not a run directory (no run.sqlite with a run in it or in its subdirectories)")
+    if one and len(dirs) > 1:
+        raise UsageError(f"{root} holds {len(dirs)} runs; name one of them: {', '.join(map(str, dirs))}")
+    return dirs
 
 
 def load_problem_set(spec: str) -> tuple[list, list[LoadFailure]]:
     """The problems ``spec`` names and the files of a directory that failed to load, each
-    reported on stderr in one line; the caller goes on with the rest and exits LOAD_FAILED.
+    reported on stderr in one line; the caller goes on with the rest and raises LoadFailed.
     Raises ProblemsFailed (after reporting them) when no file loaded."""
     from kernelsearch.problems.loader import load_problems
 
@@ -31,11 +64,13 @@ def load_problem_set(spec: str) -> tuple[list, list[LoadFailure]]:
 
 
 def _report_failures(failures: list[LoadFailure], loaded: int) -> None:
+    from kernelsearch.cli.main import exit_status
+
     for f in failures:
         print(f"kernelsearch: error: cannot load {f.line()}", file=sys.stderr)
     if failures and loaded:
         print(f"kernelsearch: {len(failures)} of {len(failures) + loaded} problem files failed to load; "
-              f"going on with the other {loaded} (exit status {LOAD_FAILED})", file=sys.stderr)
+              f"going on with the other {loaded} (exit status {exit_status(LoadFailed())})", file=sys.stderr)
 
 
 def default_device() -> str:

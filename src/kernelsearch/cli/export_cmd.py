@@ -21,8 +21,8 @@ def add_export_command(sub: Any) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from kernelsearch.cli.common import UsageError
-    from kernelsearch.export import ExportError, format_for, run_dirs, run_rows, write
+    from kernelsearch.cli.common import UsageError, find_runs
+    from kernelsearch.export import ExportError, format_for, run_rows, write
     from kernelsearch.search.store import RunStore
 
     try:
@@ -31,21 +31,17 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     dirs: list[Path] = []
     for root in args.run_dirs:
-        found = run_dirs(root)
-        if not found:
-            raise UsageError(f"{root}: not a run directory (no {root / 'run.sqlite'})")
-        dirs += [d for d in found if d.resolve() not in {x.resolve() for x in dirs}]
+        dirs += [d for d in find_runs(root) if d.resolve() not in {x.resolve() for x in dirs}]
 
     rows: list[dict[str, Any]] = []
     skipped = held_out = 0
     for d in dirs:
         with RunStore(d) as store:
-            for run_id in store.run_ids():
-                held_out += len(store.held_out(run_id))
-                got = run_rows(store, run_id, include_unverified=True)
-                kept = [r for r in got if r["verified"] or args.include_unverified]
-                skipped += len(got) - len(kept)
-                rows += kept
+            held_out += len(store.held_out())
+            got = run_rows(store, include_unverified=True)
+        kept = [r for r in got if r["verified"] or args.include_unverified]
+        skipped += len(got) - len(kept)
+        rows += kept
     try:
         n = write(rows, args.output, fmt)
     except ExportError as e:

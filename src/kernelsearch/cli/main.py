@@ -1,8 +1,6 @@
-"""The ``kernelsearch`` command. Exit status: 0 when the work was done whatever the verdicts,
-2 for a usage error or a malformed problem, with a one-line message saying which; 3
-(``LOAD_FAILED``) when some problem files of a directory could not be loaded (each is reported
-on stderr and the rest were processed) or none could; 1 from ``run`` when the LLM provider
-failed."""
+"""The ``kernelsearch`` command. Commands return 0 when the work was done, whatever the
+verdicts, and raise a typed error otherwise; ``main`` maps each error to its exit status by
+the one table ``EXIT_STATUS`` (docs/commands.md#exit-status)."""
 
 from __future__ import annotations
 
@@ -12,25 +10,51 @@ import sys
 from pathlib import Path
 
 from kernelsearch.cli.common import (
-    LOAD_FAILED,
+    LoadFailed,
     UsageError,
     add_precision_option,
     add_profile_options,
     default_device,
+    done,
     load_problem_set,
     note_precision,
     warn_flagged,
 )
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig, default_home
+from kernelsearch.llm.base import LLMError
+from kernelsearch.llm.registry import ProviderSpecError
 from kernelsearch.problems.loader import ProblemError, ProblemsFailed
 from kernelsearch.records.choices import DEVICES, FALLBACK_POLICIES
+from kernelsearch.search.store import NoRun, RunBusy
 
-# --help's text (plain: argparse prints it as it is)
+# The exit status of each error a command raises, first match wins (a subclass before its base).
+EXIT_STATUS: tuple[tuple[type[BaseException], int], ...] = (
+    (ProviderSpecError, 2),  # an --llm spec naming no provider (an LLMError)
+    (LLMError, 1),  # run: the LLM provider could not start, or failed and stopped the run
+    (UsageError, 2),  # bad arguments or input files
+    (ProblemError, 2),  # a malformed problem named directly
+    (NoRun, 2),  # RUN_DIR holds no run
+    (RunBusy, 2),  # another session is working on the run
+    (LoadFailed, 3),  # some problem files of a directory failed to load; the rest were processed
+    (ProblemsFailed, 3),  # none of a directory's problem files loaded
+    (KeyboardInterrupt, 130),
+)
+# what each status means, for --help (plain: argparse prints it as it is) and docs/commands.md
+STATUS_MEANING = {
+    0: "when the work was done, whatever the verdicts",
+    1: "when run's LLM provider failed",
+    2: "for a usage error or a malformed problem, with a one-line message saying which",
+    3: "when some problem files of a directory could not be loaded (each is reported on stderr and the rest "
+       "are processed) or none could",
+    130: "when interrupted",
+}
 DESCRIPTION = ("Evaluate candidate kernels for PyTorch problems, and search for fast, correct ones with a language "
-               "model. Exit status: 0 when the work was done, whatever the verdicts; 1 when run's LLM provider "
-               "failed; 2 for a usage error or a malformed problem, with a one-line message saying which; 3 when "
-               "some problem files of a directory could not be loaded (each is reported on stderr and the rest "
-               "are processed) or none could.")
+               "model. Exit status: " + "; ".join(f"{n} {m}" for n, m in STATUS_MEANING.items()) + ".")
+
+
+def exit_status(error: BaseException) -> int:
+    """The exit status of an error a command raised (``EXIT_STATUS``); 1 for any other."""
+    return next((status for kind, status in EXIT_STATUS if isinstance(error, kind)), 1)
 
 
 def _add_eval_options(p: argparse.ArgumentParser) -> None:
@@ -124,10 +148,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         why = f"{args.solutions}: no candidate file matches any problem (files are matched by problem file name)"
         if not failures:
             raise UsageError(why)
-        print(f"kernelsearch: error: {why} that loaded", file=sys.stderr)
         if args.json:
             print(json.dumps({"failed_to_load": [f.to_dict() for f in failures]}))
-        return LOAD_FAILED
+        raise LoadFailed(f"{why} that loaded")
     with _archive(args) as archive:
         summary = run_bench(pairs, config, archive, progress=True, jobs=args.jobs,  # on stderr
                             executor=args.executor, executor_options=ex_opts, confirm_processes=args.confirm)
@@ -135,7 +158,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(json.dumps({**summary.to_dict(), "failed_to_load": [f.to_dict() for f in failures]}, default=str))
     else:
         print_bench(summary)
-    return LOAD_FAILED if failures else 0
+    return done(failures)
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
@@ -154,7 +177,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
                           "failed_to_load": [f.to_dict() for f in failures]}))
     else:
         print(format_text(reports, device))
-    return LOAD_FAILED if failures else 0
+    return done(failures)
 
 
 def cmd_problems(args: argparse.Namespace) -> int:
@@ -177,7 +200,7 @@ def cmd_problems(args: argparse.Namespace) -> int:
         print(json.dumps(sorted(out, key=lambda d: Path(d["path"]).name)))
     elif rows:
         print_problems(rows)
-    return LOAD_FAILED if failures else 0
+    return done(failures)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -250,17 +273,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (UsageError, ProblemError) as e:
-        print(f"kernelsearch: error: {e}", file=sys.stderr)
-        return 2
-    except ProblemsFailed as e:  # each file was reported as it failed
-        print(f"kernelsearch: error: {e}", file=sys.stderr)
-        if getattr(args, "json", False):
+    except tuple(kind for kind, _ in EXIT_STATUS) as e:
+        if isinstance(e, KeyboardInterrupt):
+            print("kernelsearch: interrupted", file=sys.stderr)
+        elif str(e):  # a LoadFailed without a message: each file was reported as it failed
+            print(f"kernelsearch: error: {e}", file=sys.stderr)
+        if isinstance(e, ProblemsFailed) and getattr(args, "json", False):
             print(json.dumps({"failed_to_load": [f.to_dict() for f in e.failures]}))
-        return LOAD_FAILED
-    except KeyboardInterrupt:
-        print("kernelsearch: interrupted", file=sys.stderr)
-        return 130
+        return exit_status(e)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ def add_report_command(sub: Any) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from kernelsearch.cli.common import UsageError
+    from kernelsearch.cli.common import UsageError, find_runs
 
     try:
         import plotly  # noqa: F401
@@ -34,7 +34,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(
             "report needs plotly: pip install 'kernelsearch[report]' (or pip install plotly)"
         ) from None
-    run_dirs = [run for d in args.run_dirs for run in _expand(d)]
+    run_dirs = [run for d in args.run_dirs for run in find_runs(d)]
     from kernelsearch.report.html import build_report
 
     info = build_report(run_dirs, args.output, args.title)
@@ -43,16 +43,3 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     return 0
 
-
-def _expand(d: Path) -> list[Path]:
-    """RUN_DIR itself, or the run directories right under it (`run` on a directory of
-    problems makes one per problem)."""
-    from kernelsearch.cli.common import UsageError
-    from kernelsearch.search.store import RunStore
-
-    if RunStore.exists(d):
-        return [d]
-    subs = sorted(s for s in d.iterdir() if RunStore.exists(s)) if d.is_dir() else []
-    if not subs:
-        raise UsageError(f"{d}: not a run directory (no run.sqlite in it or in its subdirectories)")
-    return subs

@@ -8,7 +8,6 @@ and runs them one after the other, and `show` then adds a fast_p table over them
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import re
@@ -18,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from kernelsearch.cli.common import (
-    LOAD_FAILED,
     UsageError,
     add_precision_option,
     add_profile_options,
     default_device,
+    done,
+    find_runs,
     load_problem_set,
     warn_flagged,
 )
@@ -38,39 +38,20 @@ from kernelsearch.search.config import (
     RunConfig,
     StrategyParams,
 )
-from kernelsearch.search.store import RunBusy, RunStore
+from kernelsearch.search.store import RunStore
 
 BUDGET_FLAGS = {"rounds": "rounds", "max_candidates": "candidates", "max_tokens": "tokens",
                 "max_cost": "cost_usd", "max_time": "wall_s", "target_speedup": "target_speedup",
                 "target_floor": "target_floor_pct"}
 
 
-def _one_line_errors(fn):
-    """Report UsageError here, in one line with exit status 2, as main() does: under
-    `python -m kernelsearch.cli.main` main's own UsageError is a different class object.
-    An LLM provider that cannot start (no API key, SDK missing) is exit status 1."""
-    @functools.wraps(fn)
-    def wrapper(args: argparse.Namespace) -> int:
-        try:
-            return fn(args)
-        except UsageError as e:
-            print(f"kernelsearch: error: {e}", file=sys.stderr)
-            return 2
-        except LLMError as e:
-            print(f"kernelsearch: error: {e}", file=sys.stderr)
-            return 1
-    return wrapper
-
-
 def _check_provider(config: RunConfig) -> None:
     """Make the run's provider once before any run directory is made, so a provider that cannot
-    start (exit status 1) leaves nothing behind; a spec naming no provider is a usage error."""
-    from kernelsearch.llm.registry import ProviderSpecError, make_provider
+    start (LLMError, exit status 1) leaves nothing behind; a spec naming no provider
+    (ProviderSpecError) is a usage error."""
+    from kernelsearch.llm.registry import make_provider
 
-    try:
-        make_provider(config.llm, **config.provider_options())
-    except ProviderSpecError as e:
-        raise UsageError(str(e)) from e
+    make_provider(config.llm, **config.provider_options())
 
 
 def _duration(text: str) -> float:
@@ -277,13 +258,13 @@ def _resumed_config(args: argparse.Namespace, config: RunConfig) -> RunConfig:
     return config.with_(**changes)
 
 
-def _confirmed_figure(store: RunStore, run_id: str, candidate_id: str) -> str:
+def _confirmed_figure(store: RunStore, candidate_id: str) -> str:
     """The kernel's figure once re-verified (a confirmed time replaces the screening one), as
     `show` prints it below, so the progress figures above are not the last word."""
     from kernelsearch.search.ranking import pct_text
 
-    best = store.best(run_id)
-    vs_eager = store.figure(run_id, candidate_id)[0]
+    best = store.best()
+    vs_eager = store.figure(candidate_id)[0]
     if best is None or best.candidate_id != candidate_id or vs_eager is None:
         return ""
     floor = f", {pct_text(best.pct_of_floor)} of the roofline floor" if best.pct_of_floor else ""
@@ -291,16 +272,6 @@ def _confirmed_figure(store: RunStore, run_id: str, candidate_id: str) -> str:
 
 
 # -- commands -------------------------------------------------------------------------------
-def _run_dirs(root: Path) -> list[Path]:
-    """RUN_DIR itself, or the per-problem run directories under it."""
-    if RunStore.exists(root):
-        return [root]
-    subs = sorted(d for d in root.iterdir() if RunStore.exists(d)) if root.is_dir() else []
-    if not subs:
-        raise UsageError(f"{root}: not a run directory (no {root / 'run.sqlite'})")
-    return subs
-
-
 def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     from kernelsearch.search.driver import Driver
     from kernelsearch.search.progress import RichView, View
@@ -311,7 +282,7 @@ def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
         if args.resume is not None:
             config = _resumed_config(args, run.config)
             if config != run.config:
-                store.set_config(run.id, config)
+                store.set_config(config)
         else:
             config = run.config
         if config.eval.device == "cuda" and default_device() != "cuda" and args.phase != "propose":
@@ -324,27 +295,21 @@ def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
             ex_opts = executor_options(args)
         except ValueError as e:
             raise UsageError(str(e)) from e
-        driver = Driver(store, run.id, view=view, executor=args.executor, executor_options=ex_opts)
+        driver = Driver(store, view=view, executor=args.executor, executor_options=ex_opts)
         try:
-            stop = driver.run(args.phase)
-        except RunBusy as e:
-            raise UsageError(str(e)) from e
+            stop = driver.run(args.phase)  # RunBusy when another session holds the run
         except LLMError as e:  # a provider that cannot be made (bad spec, SDK missing, no key)
-            store.set_status(run.id, "stopped", "llm_error", str(e)[:500])
-            from kernelsearch.llm.registry import ProviderSpecError
-
-            if isinstance(e, ProviderSpecError):
-                raise UsageError(str(e)) from e
+            store.set_status("stopped", "llm_error", str(e)[:500])
             raise
         if args.phase is None and not args.no_verify and stop.status in ("finished", "stopped"):
             from kernelsearch.search.verify_run import verify_best
 
-            for res in verify_best(run_dir, top=1, run_id=run.id):
+            for res in verify_best(run_dir, top=1):
                 if not (args.quiet or args.json):
                     print(f"re-verification of {res.candidate_id}: {'passed' if res.ok else 'FAILED'} ({res.reason})"
-                          + _confirmed_figure(store, run.id, res.candidate_id))
+                          + _confirmed_figure(store, res.candidate_id))
         llm = driver.session_llm
-        summary = trajectory(store, run.id)
+        summary = trajectory(store)
         summary["session"] = {"stop_reason": stop.reason, "detail": stop.detail, "llm_calls": llm.calls,
                               "cached_calls": llm.cached_calls, "failed_calls": llm.failed_calls,
                               "pending_calls": llm.pending_calls}
@@ -352,7 +317,6 @@ def _session(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
         return summary
 
 
-@_one_line_errors
 def cmd_run(args: argparse.Namespace) -> int:
     from kernelsearch.records.candidate import Candidate
     from kernelsearch.search.driver import create_run
@@ -362,7 +326,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.resume is not None:
         if args.problem or args.out or args.strategy or args.seed:
             raise UsageError("--resume RUN_DIR continues a run: leave out PROBLEM, --out, --strategy and --seed")
-        dirs = _run_dirs(args.resume)
+        dirs = find_runs(args.resume)
     else:
         if not args.problem or not args.out:
             raise UsageError("a new run needs PROBLEM and --out RUN_DIR (or use --resume RUN_DIR)")
@@ -400,9 +364,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         for s in summaries:
             print_trajectory(s)
-    if any(s["session"]["stop_reason"] == "llm_error" for s in summaries):
-        return 1
-    return LOAD_FAILED if failures else 0
+    failed = [s for s in summaries if s["session"]["stop_reason"] == "llm_error"]
+    if failed:
+        raise LLMError(f"{failed[0]['run_dir']}: the run stopped: its LLM provider failed ({failed[0]['session']['detail']})"
+                       + (f"; and {len(failed) - 1} more run(s)" if len(failed) > 1 else ""))
+    return done(failures)
 
 
 def _fast_p(summaries: list[dict[str, Any]]) -> dict[str, Any]:
@@ -422,12 +388,11 @@ def _fast_p(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-@_one_line_errors
 def cmd_show(args: argparse.Namespace) -> int:
     from kernelsearch.search.report import print_trajectory, trajectory
 
     summaries = []
-    for d in _run_dirs(args.run_dir):
+    for d in find_runs(args.run_dir):
         with RunStore(d) as store:
             summaries.append(trajectory(store))
     if args.json:
@@ -443,24 +408,21 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-@_one_line_errors
 def cmd_best(args: argparse.Namespace) -> int:
     from kernelsearch.search.report import published
 
-    dirs = _run_dirs(args.run_dir)
-    if len(dirs) > 1:
-        raise UsageError(f"{args.run_dir} holds {len(dirs)} runs; name one of them: {', '.join(map(str, dirs))}")
+    dirs = find_runs(args.run_dir, one=True)
     with RunStore(dirs[0]) as store:
         run = store.run()
-        best = store.best(run.id)
+        best = store.best()
         if best is None:
-            held = store.held_out(run.id)
+            held = store.held_out()
             raise UsageError(f"{dirs[0]}: no correct kernel yet" + (
                 f" of its own ({len(held)} held out as PyTorch fallbacks, torch_fallback; "
                 f"`kernelsearch run --resume {dirs[0]} --torch-fallback allow` ranks them)" if held else ""))
         source = store.candidate(best.candidate_id).source
         pub = published(store, best.candidate_id, run.config.eval.device)
-        vs_eager = store.figure(run.id, best.candidate_id)[0]
+        vs_eager = store.figure(best.candidate_id)[0]
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(source)
     conf = pub["confirmation"]

@@ -21,15 +21,13 @@ def add_verify_command(sub: Any) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from kernelsearch.cli.common import UsageError
-    from kernelsearch.search.store import RunStore
+    from kernelsearch.cli.common import UsageError, find_runs
     from kernelsearch.search.verify_run import verify_best
 
-    if not RunStore.exists(args.run_dir):
-        raise UsageError(f"{args.run_dir}: not a run directory")
+    [run_dir] = find_runs(args.run_dir, one=True)
     if args.top < 1 or args.trials < 1:
         raise UsageError("--top and --trials must be at least 1")
-    results = verify_best(args.run_dir, top=args.top, trials=args.trials, sanitize=False if args.no_sanitize else None,
+    results = verify_best(run_dir, top=args.top, trials=args.trials, sanitize=False if args.no_sanitize else None,
                           precision=args.precision)
     if args.json:
         print(json.dumps([r.to_dict() for r in results]))
@@ -40,7 +38,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not results:
         Console().print("nothing to verify: the best kernels are verified already, or none is correct")
         return 0
-    t = Table(title=f"re-verification of {args.run_dir}", header_style="bold")
+    t = Table(title=f"re-verification of {run_dir}", header_style="bold")
     for col in ("candidate", "verdict", "check", "max abs err", "reason"):
         t.add_column(col, overflow="fold")
     for r in results:

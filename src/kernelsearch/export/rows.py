@@ -20,7 +20,7 @@ from typing import Any
 
 from kernelsearch.records.result import EvalResult, TimingStats
 from kernelsearch.search.report import idea_label
-from kernelsearch.search.store import RunStore
+from kernelsearch.search.store import NoRun, RunStore
 
 
 @dataclass(frozen=True)
@@ -95,41 +95,33 @@ SCHEMA: tuple[Column, ...] = (
 COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA)
 
 
-def run_dirs(root: str | Path) -> list[Path]:
-    """A run directory itself, or the per-problem run directories under it (as ``run`` makes
-    for a suite); empty when neither."""
-    root = Path(root)
-    if RunStore.exists(root):
-        return [root]
-    return sorted(d for d in root.iterdir() if RunStore.exists(d)) if root.is_dir() else []
-
-
 def export_rows(run_dir: str | Path, include_unverified: bool = False) -> Iterator[dict[str, Any]]:
-    """The rows of every run in ``run_dir``, in the order the runs proposed the kernels."""
-    if not RunStore.exists(run_dir):  # opening one would create an empty archive there
-        raise FileNotFoundError(f"{run_dir}: not a run directory (no run.sqlite with a run)")
-    with RunStore(run_dir) as store:
-        for run_id in store.run_ids():
-            yield from run_rows(store, run_id, include_unverified=include_unverified)
+    """The rows of the run in ``run_dir``, in the order the run proposed the kernels."""
+    try:
+        store = RunStore(run_dir)  # never creates an archive where there is none
+    except NoRun as e:
+        raise FileNotFoundError(str(e)) from None
+    with store:
+        yield from run_rows(store, include_unverified=include_unverified)
 
 
-def run_rows(store: RunStore, run_id: str, include_unverified: bool = False) -> list[dict[str, Any]]:
-    """Rows for one run: its correct kernels whose latest re-verification passed, plus the
+def run_rows(store: RunStore, include_unverified: bool = False) -> list[dict[str, Any]]:
+    """Rows for the store's run: its correct kernels whose latest re-verification passed, plus the
     not-yet-verified ones when ``include_unverified``. A kernel that failed re-verification is
     never exported: it is not correct. Nor is one the run holds out as PyTorch's work
     (torch_fallback, unless the run was made with --torch-fallback allow: ``RunStore.held_out``)."""
-    run = store.run(run_id)
+    run = store.run()
     problem_name, reference = store.problem_source(run.problem_id)
-    lineage = store.lineage(run.id)
+    lineage = store.lineage()
     by_id = {r["candidate_id"]: r for r in lineage}
     results: dict[str, EvalResult | None] = {}
 
     def result(cid: str) -> EvalResult | None:
         if cid not in results:
-            results[cid] = store.result(run.id, cid)
+            results[cid] = store.result(cid)
         return results[cid]
 
-    held_out = set(store.held_out(run.id))
+    held_out = set(store.held_out())
     rows = []
     for lrow in lineage:
         if lrow["status"] != "evaluated" or lrow["candidate_id"] in held_out:

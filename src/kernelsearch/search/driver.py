@@ -63,43 +63,44 @@ def problem_file(store: RunStore, problem_id: str) -> Path:
 
 
 def create_run(run_dir: str | Path, problem: Problem, config: RunConfig, seeds: list[Candidate]) -> str:
-    """Start a new run in an empty run directory; returns its id."""
-    with RunStore(run_dir) as store:
-        run_id = store.create_run(problem, config, seeds)
+    """Start a new run in a run directory that holds none; returns its id. Open it with
+    ``RunStore(run_dir)`` and run it with ``Driver(store).run()``."""
+    with RunStore.create(run_dir, problem, config, seeds) as store:
         problem_file(store, problem.id)
-    return run_id
+        return store.run_id
 
 
-def make_llm_client(config: RunConfig, store: RunStore, run_id: str) -> LLMClient:
+def make_llm_client(config: RunConfig, store: RunStore) -> LLMClient:
     provider = make_provider(config.llm, **config.provider_options())
-    client = LLMClient(provider, cache=RunCallLog(store.db_path, run_id), pricing=PriceTable.load(config.prices))
-    prime_replay(provider, store.answered_requests(run_id))
+    client = LLMClient(provider, cache=RunCallLog(store.db_path, store.run_id), pricing=PriceTable.load(config.prices))
+    prime_replay(provider, store.answered_requests())
     return client
 
 
 class Driver:
-    """One session of a run. `client_factory` (tests, embedding) supplies the LLM client instead
-    of the provider named in the run's config; `evaluate_fn` replaces the evaluator (tests);
+    """One session of the run a store holds: ``Driver(store).run()``. `client_factory` (tests,
+    embedding) supplies the LLM client instead of the provider named in the run's config;
+    `evaluate_fn` replaces the evaluator (tests);
     `executor` and `executor_options` (gpus, lanes, ray_address; see make_executor) say where
     evaluations run in this session (not stored: another session may run elsewhere)."""
 
-    def __init__(self, store: RunStore, run_id: str | None = None, *, view: View | None = None,
+    def __init__(self, store: RunStore, *, view: View | None = None,
                  evaluate_fn: EvaluateFn = evaluate,
                  client_factory: Callable[[RunConfig], LLMClient] | None = None,
                  executor: str = "local", executor_options: dict[str, Any] | None = None) -> None:
         self.store = store
-        run = store.run(run_id)
+        run = store.run()
         self.run_id = run.id
         self.config = run.config
         self.problem = load_problem(problem_file(store, run.problem_id))
         self.view = view or View()
         self.evaluate_fn = evaluate_fn
-        self.clock = SessionClock(run.elapsed_s, lambda d: store.add_elapsed(self.run_id, d))
+        self.clock = SessionClock(run.elapsed_s, store.add_elapsed)
         make = (lambda: self._logged(client_factory(self.config))) if client_factory else (
-            lambda: make_llm_client(self.config, store, self.run_id))
-        self.proposer = Proposer(store, self.run_id, self.problem, make, PromptLibrary(self.config.prompts_dir),
+            lambda: make_llm_client(self.config, store))
+        self.proposer = Proposer(store, self.problem, make, PromptLibrary(self.config.prompts_dir),
                                  self.config, self.spent)
-        self.strategy = make_strategy(self.config.strategy, SearchContext(store, self.run_id, self.config.params,
+        self.strategy = make_strategy(self.config.strategy, SearchContext(store, self.config.params,
                                                                           self.proposer))
         self.executor_name = executor
         self.executor_options = dict(executor_options or {})
@@ -114,13 +115,13 @@ class Driver:
 
     # -- accounting ---------------------------------------------------------------------
     def spent(self) -> Spent:
-        u = self.store.usage(self.run_id)
-        best = self.store.best(self.run_id)
-        return Spent(rounds=self.store.llm_rounds(self.run_id), candidates=self.store.count_proposed(self.run_id),
+        u = self.store.usage()
+        best = self.store.best()
+        return Spent(rounds=self.store.llm_rounds(), candidates=self.store.count_proposed(),
                      tokens=u.tokens, cost_usd=u.cost_usd, elapsed_s=self.clock.elapsed(),
-                     best_speedup=self.store.figure(self.run_id, best.candidate_id)[0] if best else None,
+                     best_speedup=self.store.figure(best.candidate_id)[0] if best else None,
                      best_pct_of_floor=best.pct_of_floor if best else None,
-                     held_out=len(self.store.held_out(self.run_id)))
+                     held_out=len(self.store.held_out()))
 
     @property
     def session_llm(self) -> Totals:
@@ -129,7 +130,7 @@ class Driver:
         return c.totals if c is not None else Totals()
 
     def _evaluated(self) -> int:
-        return self.store.count_evaluated(self.run_id)
+        return self.store.count_evaluated()
 
     # -- the loop -----------------------------------------------------------------------
     def run(self, phase: str | None = None) -> Stop:
@@ -139,7 +140,7 @@ class Driver:
             return self._session(phase)
 
     def _session(self, phase: str | None) -> Stop:
-        self.store.set_status(self.run_id, "running")
+        self.store.set_status("running")
         self.view.start(self.run_id, self.config.strategy, self.problem.name, self.spent(), self._evaluated())
         if phase is None:  # hand candidates to the executor as they are committed
             self.proposer.on_candidate = self._submit_early
@@ -195,23 +196,23 @@ class Driver:
         done = fin.evaluation_id or self.store.evaluation_of(cid, self.config.eval.device)
         if done is None:
             raise RuntimeError(f"evaluation of {cid} left no row in the archive")
-        self.store.mark_evaluated(self.run_id, cid, done)
+        self.store.mark_evaluated(cid, done)
         self.clock.checkpoint()
         spent = self.spent()
-        self.view.evaluated(n, cid, self.store.result(self.run_id, cid), spent, self._evaluated(),
-                            speedup=self.store.figure(self.run_id, cid)[0],
-                            held_out=cid in self.store.held_out(self.run_id))
+        self.view.evaluated(n, cid, self.store.result(cid), spent, self._evaluated(),
+                            speedup=self.store.figure(cid)[0],
+                            held_out=cid in self.store.held_out())
         return target_stop(self.config.budgets, spent)
 
     def _finish(self, stop: Stop) -> Stop:
         self.clock.checkpoint()
-        self.store.set_status(self.run_id, stop.status, stop.reason, stop.detail)
+        self.store.set_status(stop.status, stop.reason, stop.detail)
         self.view.stopped(stop, self.spent(), self._evaluated())
         return stop
 
     def _loop(self, phase: str | None) -> Stop:
         while True:
-            cur = self.store.last_round(self.run_id)
+            cur = self.store.last_round()
             if cur is not None and cur.status == "proposing":
                 if phase == "evaluate":
                     return self._evaluate_pending(cur.round) or Stop("phase", f"evaluated what round {cur.round} has so far")
@@ -229,7 +230,7 @@ class Driver:
                 stop = self._evaluate_pending(cur.round)
                 if stop is not None:
                     return stop
-                self.store.finish_round(self.run_id, cur.round)
+                self.store.finish_round(cur.round)
                 if phase == "evaluate":
                     return Stop("phase", f"round {cur.round} evaluated")
                 continue
@@ -244,7 +245,7 @@ class Driver:
             plan = self.strategy.plan(n, cap)
             if plan is None:
                 return Stop("done", f"{self.config.strategy} has nothing more to do")
-            self.store.start_round(self.run_id, n, plan)
+            self.store.start_round(n, plan)
             self.view.round_started(n, plan)
 
     def _propose(self, n: int, plan: dict) -> Stop | None:
@@ -261,8 +262,8 @@ class Driver:
             return Stop("llm_error", str(e)[:500])
         finally:
             self.clock.checkpoint()
-        self.store.mark_proposed(self.run_id, n)
-        made = sum(1 for row in self.store.lineage(self.run_id) if row["round"] == n)
+        self.store.mark_proposed(n)
+        made = sum(1 for row in self.store.lineage() if row["round"] == n)
         self.view.proposed(n, made, self.spent())
         return None
 
@@ -270,12 +271,12 @@ class Driver:
         self._round = n
         device = self.config.eval.device
         todo = []
-        for cand in self.store.pending(self.run_id):
+        for cand in self.store.pending():
             if cand.id in self._in_flight:
                 continue
             done = self.store.evaluation_of(cand.id, device)
             if done is not None:  # evaluated before a kill, or in an earlier run of this archive
-                self.store.mark_evaluated(self.run_id, cand.id, done)
+                self.store.mark_evaluated(cand.id, done)
             else:
                 todo.append(cand)
         if not todo and not self._in_flight:

@@ -88,10 +88,9 @@ def prime_replay(provider: Provider, requests: Sequence[LLMRequest]) -> None:
 
 
 class Proposer:
-    def __init__(self, store: RunStore, run_id: str, problem: Problem, make_client: Callable[[], LLMClient],
+    def __init__(self, store: RunStore, problem: Problem, make_client: Callable[[], LLMClient],
                  prompts: PromptLibrary, config: RunConfig, spent: Callable[[], Spent]) -> None:
         self.store = store
-        self.run_id = run_id
         self.problem = problem
         self._make_client = make_client
         self._client: LLMClient | None = None
@@ -116,7 +115,7 @@ class Proposer:
             # at the GPU's sizes: every note is for a GPU backend (CPU_SIZES would shrink a GEMM
             # into something that looks memory-bound)
             self._description = describe_cached(self.problem, "cuda")
-        result = self.store.result(self.run_id, candidate_id) if candidate_id else None
+        result = self.store.result(candidate_id) if candidate_id else None
         return choose(self._description, backend=self.config.backend, source=self.problem.source,
                       hardware=self.config.hardware, result=result)
 
@@ -136,14 +135,14 @@ class Proposer:
         eager and torch.compile times are the run's pooled baseline over the rounds before
         that one (so the speedups shown are the ones the run ranks by, and a prompt rebuilt
         on resume is the same prompt), its own time the one it is ranked by."""
-        result = self.store.result(self.run_id, candidate_id)
+        result = self.store.result(candidate_id)
         if result is None:
             return None
         fb = Feedback.from_result(result)
-        if candidate_id in self.store.held_out(self.run_id):  # refine's chain tip may be one
+        if candidate_id in self.store.held_out():  # refine's chain tip may be one
             fb = replace(fb, reason=(fb.reason + "; " if fb.reason else "") + HELD_OUT)
-        base = self.store.baseline(self.run_id, before_round=round_no)
-        ms = self.store.ranked_ms(self.run_id, candidate_id)
+        base = self.store.baseline(before_round=round_no)
+        ms = self.store.ranked_ms(candidate_id)
         return replace(fb, candidate_ms=ms or fb.candidate_ms, eager_ms=base.eager_ms or fb.eager_ms,
                        compile_ms=base.compile_ms or fb.compile_ms)
 
@@ -165,7 +164,7 @@ class Proposer:
             "playbook": render(notes, code=self.config.playbook == "on" and template in CODE_TEMPLATES,
                                problem=self.problem.name), **context,
         }
-        meta = {"run": self.run_id, "round": round_no, "slot": slot, "purpose": purpose, "problem": self.problem.name}
+        meta = {"run": self.store.run_id, "round": round_no, "slot": slot, "purpose": purpose, "problem": self.problem.name}
         if self.config.playbook != "off":
             meta["playbook"] = [c.to_dict() for c in notes]
         return self.client.request(
@@ -199,9 +198,9 @@ class Proposer:
                             parent_b_summary=self._summary(b, round_no))
 
     def _summary(self, candidate_id: str, round_no: int) -> str:
-        sp = self.store.speedup(self.run_id, candidate_id, self.store.baseline(self.run_id, before_round=round_no))
+        sp = self.store.speedup(candidate_id, self.store.baseline(before_round=round_no))
         idea = None
-        for row in self.store.lineage(self.run_id):
+        for row in self.store.lineage():
             if row["candidate_id"] == candidate_id and row["idea_id"]:
                 idea = self.store.idea(row["idea_id"])
         parts = [f"Correct, {sp:.2f}x vs eager PyTorch." if sp else "Correct."]
@@ -242,7 +241,7 @@ class Proposer:
                 out.append(BudgetStop(stop))  # type: ignore[arg-type]
             else:
                 if isinstance(a, LLMError) and not any(x is a for x in out):
-                    self.store.record_error(self.run_id, r, a)
+                    self.store.record_error(r, a)
                 out.append(a)
         failed = [a for a in out if isinstance(a, LLMError)]
         if failed and len(failed) == len(out):
@@ -282,12 +281,12 @@ class Proposer:
             read = read_ideas(res.content, res.finish_reason)
             ideas = read.ideas[: ask.limit]
             if not ideas:
-                self.store.set_outcome(self.run_id, key, read.outcome, read.note)
+                self.store.set_outcome(key, read.outcome, read.note)
                 out.append([])
                 continue
-            call = self.store.call(self.run_id, key)
-            out.append(self.store.add_ideas(self.run_id, round_no, call["id"], ask.parents, ideas))
-            self.store.set_outcome(self.run_id, key, read.outcome,
+            call = self.store.call(key)
+            out.append(self.store.add_ideas(round_no, call["id"], ask.parents, ideas))
+            self.store.set_outcome(key, read.outcome,
                                    "; ".join(x for x in (f"{len(ideas)} idea(s)", read.note) if x))
         _raise_stop(results)
         return out
@@ -310,16 +309,16 @@ class Proposer:
             ask = asks[i]
             ex = extract_code(res.content, res.finish_reason)
             if ex.code is None:
-                self.store.set_outcome(self.run_id, key, ex.outcome, ex.note)
+                self.store.set_outcome(key, ex.outcome, ex.note)
                 return
             slot = ask.request.metadata.get("slot", i)
             cand = Candidate.from_source(ex.code, name=f"r{round_no}_{slot}")
-            call = self.store.call(self.run_id, key)
+            call = self.store.call(key)
             if (call is not None and call.get("outcome") in ("ok", "unclosed_fence")
                     and call.get("candidate_id") == cand.id):
                 out[i] = cand.id  # committed before a kill: not a duplicate of itself
                 return
-            new = self.store.add_proposal(self.run_id, self.problem.id, cand, round_no, ask.parents, ask.idea_id,
+            new = self.store.add_proposal(self.problem.id, cand, round_no, ask.parents, ask.idea_id,
                                           key, res.model or None, ex.note, outcome=ex.outcome)
             if new and self.on_candidate is not None:
                 self.on_candidate(cand)

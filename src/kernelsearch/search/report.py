@@ -35,27 +35,27 @@ def idea_label(store: RunStore, row: dict[str, Any]) -> tuple[str, str]:
     return "open prompt (no idea given)", "other"
 
 
-def notes_used(store: RunStore, run_id: str) -> dict[int, dict[str, int]]:
+def notes_used(store: RunStore) -> dict[int, dict[str, int]]:
     """Per round, how many LLM calls each playbook note went into."""
     used: dict[int, dict[str, int]] = {}
     for row in store.conn.execute("SELECT round, playbook FROM llm_calls WHERE run_id=? AND playbook IS NOT NULL "
-                                  "ORDER BY id", (run_id,)):
+                                  "ORDER BY id", (store.run_id,)):
         counts = used.setdefault(row["round"], {})
         for note in json.loads(row["playbook"]):
             counts[note["id"]] = counts.get(note["id"], 0) + 1
     return used
 
 
-def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
-    run = store.run(run_id)
+def trajectory(store: RunStore) -> dict[str, Any]:
+    run = store.run()
     rid = run.id
-    lineage = store.lineage(rid)
-    key = store.key(rid)
-    base = store.baseline(rid)
+    lineage = store.lineage()
+    key = store.key()
+    base = store.baseline()
     verdict: dict[int, Any] = {}
     for row in store.conn.execute(
             f"SELECT e.id, e.status, {ranked_time_sql()} AS ranked_ms, e.problem_id, e.device, "
-            f"{store.eligible(rid)} AS eligible FROM evaluations e "
+            f"{store.eligible()} AS eligible FROM evaluations e "
             "JOIN lineage l ON l.evaluation_id = e.id WHERE l.run_id=?", (rid,)):
         verdict[row[0]] = row
     by_id = {r["candidate_id"]: r for r in lineage}
@@ -70,11 +70,11 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
 
     def figure(candidate_id: str) -> float | None:
         """The kernel's speedup vs eager as progress and the best line show it (store.figure)."""
-        return store.figure(rid, candidate_id, base)[0]
+        return store.figure(candidate_id, base)[0]
 
-    playbook = notes_used(store, rid)
+    playbook = notes_used(store)
     rounds, best_so_far = [], None
-    for rd in store.rounds(rid):
+    for rd in store.rounds():
         rows = [r for r in lineage if r["round"] == rd.round]
         done = [r for r in rows if r["status"] == "evaluated"]
         correct = [r for r in done if verdict[r["evaluation_id"]]["status"] == "correct"]
@@ -95,16 +95,16 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
     library = declared_string(source, "LIBRARY").strip()  # the library kernel eager runs (problem's LIBRARY)
     best: dict[str, Any] = {"candidate_id": None, "speedup_vs_eager": None, "speedup_vs_compile": None,
                             "pct_of_floor": None, "pct_of_library": None}
-    m = store.best(rid)
+    m = store.best()
     if m is not None:
         idea, family = idea_label(store, by_id[m.candidate_id])
-        vs_eager, vs_compile = store.figure(rid, m.candidate_id, base)  # confirmed: its own A/B eager
+        vs_eager, vs_compile = store.figure(m.candidate_id, base)  # confirmed: its own A/B eager
         best = {"candidate_id": m.candidate_id, "speedup_vs_eager": vs_eager,
                 "speedup_vs_compile": vs_compile, "candidate_ms": m.ms,
                 "round": m.round, "origin": m.origin,
                 "backend": store.candidate(m.candidate_id).backend, "idea": idea, "family": family,
                 "verification": _verification(store, m.candidate_id),
-                "roofline": getattr(store.result(rid, m.candidate_id), "roofline", None),
+                "roofline": getattr(store.result(m.candidate_id), "roofline", None),
                 **published(store, m.candidate_id, run.config.eval.device)}
         conf = best["confirmation"]
         # against the hardware: its ranked time (confirmed where confirmed) vs the roofline floor, as
@@ -112,18 +112,18 @@ def trajectory(store: RunStore, run_id: str | None = None) -> dict[str, Any]:
         eager_ms, kernel_ms = (conf["eager_median_ms"], conf["median_ms"]) if conf else (base.eager_ms, m.ms)
         best.update(floor_ms=m.floor_ms, pct_of_floor=m.pct_of_floor,
                     pct_of_library=pct_of(eager_ms, kernel_ms) if library else None)
-    u = store.usage(rid)
+    u = store.usage()
     return {
         "run_id": rid, "problem": name, "strategy": run.strategy, "llm": run.config.llm,
         "device": run.config.eval.device, "status": run.status, "stop_reason": run.stop_reason,
         "stop_detail": run.stop_detail, "rounds": rounds, "best": best,
         "library": library, "eager_label": eager_label(library),
         # correct kernels PyTorch did the work of, kept out of best, parents, verify and export
-        "torch_fallback": run.config.torch_fallback, "held_out": store.held_out(rid),
+        "torch_fallback": run.config.torch_fallback, "held_out": store.held_out(),
         "baseline": {"eager_ms": base.eager_ms, "compile_ms": base.compile_ms, "evaluations": base.evaluations},
         "candidates": len(lineage), "evaluated": sum(r["status"] == "evaluated" for r in lineage),
         "pending": sum(r["status"] == "pending" for r in lineage),
-        "ideas": len(store.ideas(rid)), "llm_calls": u.calls, "llm_errors": u.errors, "tokens": u.tokens,
+        "ideas": len(store.ideas()), "llm_calls": u.calls, "llm_errors": u.errors, "tokens": u.tokens,
         "input_tokens": u.input_tokens, "output_tokens": u.output_tokens, "cost_usd": u.cost_usd,
         "unpriced_calls": u.unpriced, "elapsed_s": run.elapsed_s,
     }

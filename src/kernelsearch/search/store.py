@@ -147,11 +147,72 @@ class LLMUsage:
         return self.input_tokens + self.output_tokens
 
 
+def run_dirs(root: str | Path) -> list[Path]:
+    """The run directories ``root`` names: itself when it holds a run, else the ones right under
+    it (``run`` on a suite or a directory of problems makes one per problem), sorted; empty when
+    neither. Every command that takes RUN_DIR finds its runs here."""
+    root = Path(root)
+    if RunStore.exists(root):
+        return [root]
+    return sorted(d for d in root.iterdir() if RunStore.exists(d)) if root.is_dir() else []
+
+
+class NoRun(LookupError):
+    """The directory holds no run: no archive, or one killed before its run row was committed."""
+
+
 class RunStore:
-    def __init__(self, run_dir: str | Path):
+    """A handle on the run of one run directory: every method reads or writes that run.
+
+    ``RunStore(run_dir)`` opens the directory's run and never creates an archive (`NoRun`
+    when there is none); `create` makes the run. A directory holds one run; an archive that
+    holds several (an earlier version's Python API allowed it) opens on its oldest run, the one
+    `show` always reported.
+    """
+
+    def __init__(self, run_dir: str | Path) -> None:
         self.dir = Path(run_dir)
+        if not self.exists(self.dir):
+            raise NoRun(f"{self.dir}: not a run directory (no {DB_NAME} with a run)")
+        self._open()
+        row = self.conn.execute("SELECT id FROM runs ORDER BY created_at, rowid LIMIT 1").fetchone()
+        if row is None:  # deleted between the check and the open
+            self.close()
+            raise NoRun(f"{self.dir}: not a run directory (no {DB_NAME} with a run)")
+        self.run_id: str = row[0]
+
+    def _open(self) -> None:
         self.archive = Archive(self.dir / DB_NAME)
         self.conn = self.archive.conn
+
+    @classmethod
+    def create(cls, run_dir: str | Path, problem: Problem, config: RunConfig, seeds: list[Candidate]) -> RunStore:
+        """Make the directory's run (the run row, its problem, and the user's seed kernels as
+        round 0, in one transaction) and return its handle. The directory must hold no run."""
+        if cls.exists(run_dir):
+            raise FileExistsError(f"{run_dir}: already holds a run")
+        store = cls.__new__(cls)
+        store.dir = Path(run_dir)
+        store._open()
+        store.run_id = uuid.uuid4().hex[:12]
+        now = time.time()
+        with store.archive.tx() as c:
+            c.execute(
+                "INSERT OR IGNORE INTO problems(id, name, path, level, source, created_at) VALUES (?,?,?,?,?,?)",
+                (problem.id, problem.name, str(problem.path), problem.level, problem.source, now),
+            )
+            c.execute(
+                "INSERT INTO runs(id, problem_id, strategy, config, status, created_at, updated_at) VALUES (?,?,?,?,?,?,?)",
+                (store.run_id, problem.id, config.strategy, json.dumps(config.to_dict()), "running", now, now),
+            )
+            if seeds:
+                c.execute(
+                    "INSERT INTO rounds(run_id, round, kind, status, plan, started_at, proposed_at) VALUES (?,?,?,?,?,?,?)",
+                    (store.run_id, 0, "seed", "proposed", json.dumps({"seeds": [s.id for s in seeds]}), now, now),
+                )
+            for s in seeds:
+                cls._insert_candidate(c, store.run_id, problem.id, s, 0, "seed", [], None, None, None, now)
+        return store
 
     @property
     def db_path(self) -> Path:
@@ -179,37 +240,12 @@ class RunStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- runs ---------------------------------------------------------------------------
-    def create_run(self, problem: Problem, config: RunConfig, seeds: list[Candidate]) -> str:
-        """The run row, its problem, and the user's seed kernels (round 0), in one transaction."""
-        run_id = uuid.uuid4().hex[:12]
-        now = time.time()
-        with self.archive.tx() as c:
-            c.execute(
-                "INSERT OR IGNORE INTO problems(id, name, path, level, source, created_at) VALUES (?,?,?,?,?,?)",
-                (problem.id, problem.name, str(problem.path), problem.level, problem.source, now),
-            )
-            c.execute(
-                "INSERT INTO runs(id, problem_id, strategy, config, status, created_at, updated_at) VALUES (?,?,?,?,?,?,?)",
-                (run_id, problem.id, config.strategy, json.dumps(config.to_dict()), "running", now, now),
-            )
-            if seeds:
-                c.execute(
-                    "INSERT INTO rounds(run_id, round, kind, status, plan, started_at, proposed_at) VALUES (?,?,?,?,?,?,?)",
-                    (run_id, 0, "seed", "proposed", json.dumps({"seeds": [s.id for s in seeds]}), now, now),
-                )
-            for s in seeds:
-                self._insert_candidate(c, run_id, problem.id, s, 0, "seed", [], None, None, None, now)
-        return run_id
-
-    def run_ids(self) -> list[str]:
-        return [r[0] for r in self.conn.execute("SELECT id FROM runs ORDER BY created_at, rowid")]
-
-    def run(self, run_id: str | None = None) -> RunRow:
-        q = "SELECT * FROM runs " + ("WHERE id=?" if run_id else "ORDER BY created_at, rowid LIMIT 1")
-        row = self.conn.execute(q, (run_id,) if run_id else ()).fetchone()
+    # -- the run ------------------------------------------------------------------------
+    def run(self) -> RunRow:
+        """The run's row as it stands now (its config and status change during a session)."""
+        row = self.conn.execute("SELECT * FROM runs WHERE id=?", (self.run_id,)).fetchone()
         if row is None:
-            raise LookupError(f"{self.db_path}: no run {run_id or ''}".strip())
+            raise NoRun(f"{self.db_path}: no run {self.run_id}")
         return RunRow(
             id=row["id"], problem_id=row["problem_id"], strategy=row["strategy"],
             config=RunConfig.from_dict(json.loads(row["config"])), status=row["status"],
@@ -221,76 +257,76 @@ class RunStore:
         row = self.conn.execute("SELECT name, source FROM problems WHERE id=?", (problem_id,)).fetchone()
         return row["name"], row["source"]
 
-    def set_status(self, run_id: str, status: str, reason: str | None = None, detail: str | None = None) -> None:
+    def set_status(self, status: str, reason: str | None = None, detail: str | None = None) -> None:
         with self.archive.tx() as c:
             c.execute("UPDATE runs SET status=?, stop_reason=?, stop_detail=?, updated_at=? WHERE id=?",
-                      (status, reason, detail, time.time(), run_id))
+                      (status, reason, detail, time.time(), self.run_id))
 
-    def set_config(self, run_id: str, config: RunConfig) -> None:
+    def set_config(self, config: RunConfig) -> None:
         with self.archive.tx() as c:
             c.execute("UPDATE runs SET config=?, updated_at=? WHERE id=?",
-                      (json.dumps(config.to_dict()), time.time(), run_id))
+                      (json.dumps(config.to_dict()), time.time(), self.run_id))
 
-    def add_elapsed(self, run_id: str, seconds: float) -> None:
+    def add_elapsed(self, seconds: float) -> None:
         with self.archive.tx() as c:
-            c.execute("UPDATE runs SET elapsed_s = elapsed_s + ? WHERE id=?", (max(0.0, seconds), run_id))
+            c.execute("UPDATE runs SET elapsed_s = elapsed_s + ? WHERE id=?", (max(0.0, seconds), self.run_id))
 
     # -- rounds -------------------------------------------------------------------------
-    def rounds(self, run_id: str) -> list[RoundRow]:
-        rows = self.conn.execute("SELECT * FROM rounds WHERE run_id=? ORDER BY round", (run_id,))
+    def rounds(self) -> list[RoundRow]:
+        rows = self.conn.execute("SELECT * FROM rounds WHERE run_id=? ORDER BY round", (self.run_id,))
         return [RoundRow(r["round"], r["kind"], r["status"], json.loads(r["plan"]), r["best_candidate_id"],
                          r["best_speedup"]) for r in rows]
 
-    def last_round(self, run_id: str) -> RoundRow | None:
-        rounds = self.rounds(run_id)
+    def last_round(self) -> RoundRow | None:
+        rounds = self.rounds()
         return rounds[-1] if rounds else None
 
-    def llm_rounds(self, run_id: str) -> int:
-        return int(self.conn.execute("SELECT COUNT(*) FROM rounds WHERE run_id=? AND kind='llm'", (run_id,)).fetchone()[0])
+    def llm_rounds(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM rounds WHERE run_id=? AND kind='llm'", (self.run_id,)).fetchone()[0])
 
-    def start_round(self, run_id: str, n: int, plan: dict[str, Any]) -> None:
+    def start_round(self, n: int, plan: dict[str, Any]) -> None:
         with self.archive.tx() as c:
             c.execute("INSERT INTO rounds(run_id, round, kind, status, plan, started_at) VALUES (?,?,?,?,?,?)",
-                      (run_id, n, "llm", "proposing", json.dumps(plan), time.time()))
+                      (self.run_id, n, "llm", "proposing", json.dumps(plan), time.time()))
 
-    def mark_proposed(self, run_id: str, n: int) -> None:
+    def mark_proposed(self, n: int) -> None:
         with self.archive.tx() as c:
             c.execute("UPDATE rounds SET status='proposed', proposed_at=? WHERE run_id=? AND round=? AND status='proposing'",
-                      (time.time(), run_id, n))
+                      (time.time(), self.run_id, n))
 
-    def finish_round(self, run_id: str, n: int) -> None:
+    def finish_round(self, n: int) -> None:
         """Mark the round evaluated, with its fastest kernel (its speedup against the run's
         pooled baseline as it stands now) and every idea's outcome so far."""
-        base = self.baseline(run_id)
-        problem_id, device = self.key(run_id)
+        base = self.baseline()
+        problem_id, device = self.key()
         best = self.conn.execute(
             f"""SELECT l.candidate_id, {ranked_time_sql()} AS ranked_ms
                 FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id
                 WHERE l.run_id=? AND l.round=? AND e.status='correct' AND e.problem_id=? AND e.device=?
-                  AND {self.eligible(run_id)}
+                  AND {self.eligible()}
                 ORDER BY ranked_ms IS NULL, ranked_ms, l.created_at, l.rowid LIMIT 1""",
-            (run_id, n, problem_id, device)).fetchone()
-        outcomes = {i.id: self.idea_result(run_id, i.id, base) for i in self.ideas(run_id)}
+            (self.run_id, n, problem_id, device)).fetchone()
+        outcomes = {i.id: self.idea_result(i.id, base) for i in self.ideas()}
         with self.archive.tx() as c:
             c.execute("UPDATE rounds SET status='evaluated', evaluated_at=?, best_candidate_id=?, best_speedup=? "
                       "WHERE run_id=? AND round=?",
-                      (time.time(), best[0] if best else None, base.speedups(best[1])[0] if best else None, run_id, n))
+                      (time.time(), best[0] if best else None, base.speedups(best[1])[0] if best else None, self.run_id, n))
             c.executemany("UPDATE ideas SET outcome=? WHERE id=?", [(o, i) for i, o in outcomes.items()])
 
     # -- LLM calls ----------------------------------------------------------------------
-    def call(self, run_id: str, key: str) -> dict[str, Any] | None:
-        row = self.conn.execute("SELECT * FROM llm_calls WHERE run_id=? AND request_key=?", (run_id, key)).fetchone()
+    def call(self, key: str) -> dict[str, Any] | None:
+        row = self.conn.execute("SELECT * FROM llm_calls WHERE run_id=? AND request_key=?", (self.run_id, key)).fetchone()
         return dict(row) if row else None
 
-    def calls(self, run_id: str) -> list[dict[str, Any]]:
-        return [dict(r) for r in self.conn.execute("SELECT * FROM llm_calls WHERE run_id=? ORDER BY id", (run_id,))]
+    def calls(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.conn.execute("SELECT * FROM llm_calls WHERE run_id=? ORDER BY id", (self.run_id,))]
 
-    def set_outcome(self, run_id: str, key: str, outcome: str, note: str = "", candidate_id: str | None = None) -> None:
+    def set_outcome(self, key: str, outcome: str, note: str = "", candidate_id: str | None = None) -> None:
         with self.archive.tx() as c:
             c.execute("UPDATE llm_calls SET outcome=?, note=?, candidate_id=COALESCE(?, candidate_id), updated_at=? "
-                      "WHERE run_id=? AND request_key=?", (outcome, note, candidate_id, time.time(), run_id, key))
+                      "WHERE run_id=? AND request_key=?", (outcome, note, candidate_id, time.time(), self.run_id, key))
 
-    def record_error(self, run_id: str, request: LLMRequest, error: Exception) -> None:
+    def record_error(self, request: LLMRequest, error: Exception) -> None:
         """A failed call: kept for the record, and asked again on resume (no answer stored)."""
         meta, now = request.metadata, time.time()
         with self.archive.tx() as c:
@@ -300,37 +336,37 @@ class RunStore:
                    VALUES (?,?,?,?,?,?,?,?,?,?,?)
                    ON CONFLICT(run_id, request_key) DO UPDATE SET outcome='error', note=excluded.note,
                    updated_at=excluded.updated_at WHERE answer IS NULL""",
-                (run_id, meta.get("round"), meta.get("slot"), meta.get("purpose"), request.key(),
+                (self.run_id, meta.get("round"), meta.get("slot"), meta.get("purpose"), request.key(),
                  json.dumps(request.to_dict()), "error", f"{type(error).__name__}: {error}"[:2000], now, now,
                  playbook_json(request)),
             )
 
-    def answered_requests(self, run_id: str) -> list[LLMRequest]:
-        rows = self.conn.execute("SELECT request FROM llm_calls WHERE run_id=? AND answer IS NOT NULL ORDER BY id", (run_id,))
+    def answered_requests(self) -> list[LLMRequest]:
+        rows = self.conn.execute("SELECT request FROM llm_calls WHERE run_id=? AND answer IS NOT NULL ORDER BY id", (self.run_id,))
         return [LLMRequest.from_dict(json.loads(r[0])) for r in rows]
 
-    def usage(self, run_id: str) -> LLMUsage:
+    def usage(self) -> LLMUsage:
         r = self.conn.execute(
             """SELECT COUNT(answer), SUM(answer IS NULL), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),
                       COALESCE(SUM(cost_usd), 0), SUM(answer IS NOT NULL AND cost_usd IS NULL)
-               FROM llm_calls WHERE run_id=?""", (run_id,)).fetchone()
+               FROM llm_calls WHERE run_id=?""", (self.run_id,)).fetchone()
         return LLMUsage(int(r[0] or 0), int(r[1] or 0), int(r[2]), int(r[3]), float(r[4]), int(r[5] or 0))
 
     # -- ideas --------------------------------------------------------------------------
-    def add_ideas(self, run_id: str, n: int, call_id: int, parent_ids: list[str], ideas: list[Idea]) -> list[IdeaRow]:
+    def add_ideas(self, n: int, call_id: int, parent_ids: list[str], ideas: list[Idea]) -> list[IdeaRow]:
         """Store the ideas of one answer; asking again (on resume) returns the same rows."""
         now = time.time()
         with self.archive.tx() as c:
             c.executemany(
                 "INSERT OR IGNORE INTO ideas(run_id, round, llm_call_id, idx, text, family, parent_ids, created_at) "
                 "VALUES (?,?,?,?,?,?,?,?)",
-                [(run_id, n, call_id, i, idea.text, idea.family, json.dumps(parent_ids), now) for i, idea in enumerate(ideas)],
+                [(self.run_id, n, call_id, i, idea.text, idea.family, json.dumps(parent_ids), now) for i, idea in enumerate(ideas)],
             )
         rows = self.conn.execute("SELECT * FROM ideas WHERE llm_call_id=? ORDER BY idx", (call_id,))
         return [self._idea(r) for r in rows]
 
-    def ideas(self, run_id: str, before_round: int | None = None) -> list[IdeaRow]:
-        q, args = "SELECT * FROM ideas WHERE run_id=?", [run_id]
+    def ideas(self, before_round: int | None = None) -> list[IdeaRow]:
+        q, args = "SELECT * FROM ideas WHERE run_id=?", [self.run_id]
         if before_round is not None:
             q += " AND round < ?"
             args.append(before_round)
@@ -344,16 +380,16 @@ class RunStore:
     def _idea(r: Any) -> IdeaRow:
         return IdeaRow(r["id"], r["round"], r["text"], r["family"], json.loads(r["parent_ids"]), r["outcome"])
 
-    def idea_result(self, run_id: str, idea_id: int, base: Baseline | None = None) -> str:
+    def idea_result(self, idea_id: int, base: Baseline | None = None) -> str:
         """How an idea did, in words a model can use: "2 kernels, 1 correct, best 1.43x (parent 1.10x)";
         its fastest kernel and the parent, against the run's pooled baseline (``base``: that
         baseline, when the caller has it)."""
-        base = self.baseline(run_id) if base is None else base
+        base = self.baseline() if base is None else base
         rows = self.conn.execute(
             f"""SELECT l.status, e.status AS verdict, {ranked_time_sql()} AS ranked_ms, e.reason, l.parent_ids,
-                       {self.eligible(run_id)} AS eligible
+                       {self.eligible()} AS eligible
                 FROM lineage l LEFT JOIN evaluations e ON e.id = l.evaluation_id
-                WHERE l.run_id=? AND l.idea_id=?""", (run_id, idea_id)).fetchall()
+                WHERE l.run_id=? AND l.idea_id=?""", (self.run_id, idea_id)).fetchall()
         if not rows:
             return "no kernel came of it"
         done = [r for r in rows if r["status"] == "evaluated"]
@@ -371,17 +407,17 @@ class RunStore:
             fastest = min((r["ranked_ms"] for r in correct if r["ranked_ms"]), default=None)
             best = base.speedups(fastest)[0] or 0.0
             parents = json.loads(correct[0]["parent_ids"])
-            ref = self.speedup(run_id, parents[0], base) if parents else None
+            ref = self.speedup(parents[0], base) if parents else None
             return head + f", best {best:.2f}x vs eager" + (f" (parent {ref:.2f}x)" if ref else "")
         why = "; ".join(sorted({f"{r['verdict']}: {(r['reason'] or '')[:80]}" for r in done}))
         return f"{head} ({why})"
 
-    def ledger(self, run_id: str, before_round: int, limit: int = 40) -> list[LedgerItem]:
+    def ledger(self, before_round: int, limit: int = 40) -> list[LedgerItem]:
         """Ideas of earlier rounds with their results: fixed once those rounds are evaluated,
         so a prompt rebuilt on resume is the same prompt (and hits the stored answer)."""
-        base = self.baseline(run_id, before_round=before_round)
-        items = [LedgerItem(i.text, i.family, self.idea_result(run_id, i.id, base))
-                 for i in self.ideas(run_id, before_round=before_round)]
+        base = self.baseline(before_round=before_round)
+        items = [LedgerItem(i.text, i.family, self.idea_result(i.id, base))
+                 for i in self.ideas(before_round=before_round)]
         return items[-limit:]
 
     # -- candidates and lineage ---------------------------------------------------------
@@ -398,7 +434,7 @@ class RunStore:
         )
         return cur.rowcount > 0
 
-    def add_proposal(self, run_id: str, problem_id: str, cand: Candidate, n: int, parents: list[str],
+    def add_proposal(self, problem_id: str, cand: Candidate, n: int, parents: list[str],
                      idea_id: int | None, request_key: str, model: str | None, note: str = "",
                      outcome: str = "ok") -> bool:
         """The candidate an answer produced, its lineage and the call's outcome (``outcome``:
@@ -406,14 +442,14 @@ class RunStore:
         False when this run already has the same code (a duplicate is not evaluated again)."""
         now = time.time()
         with self.archive.tx() as c:
-            row = c.execute("SELECT id FROM llm_calls WHERE run_id=? AND request_key=?", (run_id, request_key)).fetchone()
+            row = c.execute("SELECT id FROM llm_calls WHERE run_id=? AND request_key=?", (self.run_id, request_key)).fetchone()
             call_id = row[0] if row else None
-            new = self._insert_candidate(c, run_id, problem_id, cand, n, "llm", parents, idea_id, call_id, model, now)
+            new = self._insert_candidate(c, self.run_id, problem_id, cand, n, "llm", parents, idea_id, call_id, model, now)
             if not new:
                 outcome = "duplicate"
                 note = (note + "; " if note else "") + f"same code as candidate {cand.id}, already in this run"
             c.execute("UPDATE llm_calls SET outcome=?, note=?, candidate_id=?, updated_at=? WHERE run_id=? AND request_key=?",
-                      (outcome, note, cand.id, now, run_id, request_key))
+                      (outcome, note, cand.id, now, self.run_id, request_key))
         return new
 
     def candidate(self, candidate_id: str) -> Candidate:
@@ -422,20 +458,20 @@ class RunStore:
             raise LookupError(f"no candidate {candidate_id}")
         return Candidate(source=row["source"], backend=row["backend"], name=row["name"] or "candidate")
 
-    def lineage(self, run_id: str) -> list[dict[str, Any]]:
+    def lineage(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self.conn.execute(
-            "SELECT * FROM lineage WHERE run_id=? ORDER BY round, created_at, rowid", (run_id,))]
+            "SELECT * FROM lineage WHERE run_id=? ORDER BY round, created_at, rowid", (self.run_id,))]
 
-    def pending(self, run_id: str) -> list[Candidate]:
+    def pending(self) -> list[Candidate]:
         rows = self.conn.execute("SELECT candidate_id FROM lineage WHERE run_id=? AND status='pending' "
-                                 "ORDER BY round, created_at, rowid", (run_id,)).fetchall()
+                                 "ORDER BY round, created_at, rowid", (self.run_id,)).fetchall()
         return [self.candidate(r[0]) for r in rows]
 
-    def count_proposed(self, run_id: str) -> int:
-        return int(self.conn.execute("SELECT COUNT(*) FROM lineage WHERE run_id=? AND origin='llm'", (run_id,)).fetchone()[0])
+    def count_proposed(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM lineage WHERE run_id=? AND origin='llm'", (self.run_id,)).fetchone()[0])
 
-    def count_evaluated(self, run_id: str) -> int:
-        return int(self.conn.execute("SELECT COUNT(*) FROM lineage WHERE run_id=? AND status='evaluated'", (run_id,)).fetchone()[0])
+    def count_evaluated(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM lineage WHERE run_id=? AND status='evaluated'", (self.run_id,)).fetchone()[0])
 
     def evaluation_of(self, candidate_id: str, device: str) -> int | None:
         """The id of an evaluation this candidate already has on this device (kept across a kill)."""
@@ -443,60 +479,60 @@ class RunStore:
                                 (candidate_id, device)).fetchone()
         return row[0] if row and row[0] is not None else None
 
-    def mark_evaluated(self, run_id: str, candidate_id: str, evaluation_id: int) -> None:
+    def mark_evaluated(self, candidate_id: str, evaluation_id: int) -> None:
         with self.archive.tx() as c:
             c.execute("UPDATE lineage SET status='evaluated', evaluation_id=?, evaluated_at=? "
-                      "WHERE run_id=? AND candidate_id=?", (evaluation_id, time.time(), run_id, candidate_id))
+                      "WHERE run_id=? AND candidate_id=?", (evaluation_id, time.time(), self.run_id, candidate_id))
 
-    def result(self, run_id: str, candidate_id: str) -> EvalResult | None:
+    def result(self, candidate_id: str) -> EvalResult | None:
         row = self.conn.execute(
             "SELECT e.record FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id WHERE l.run_id=? AND l.candidate_id=?",
-            (run_id, candidate_id)).fetchone()
+            (self.run_id, candidate_id)).fetchone()
         return EvalResult.from_dict(json.loads(row[0])) if row else None
 
     # -- ranking (see search.ranking) ---------------------------------------------------
-    def key(self, run_id: str) -> tuple[str, str]:
+    def key(self) -> tuple[str, str]:
         """(problem_id, device) of the run: its kernels are ranked against each other only there."""
-        run = self.run(run_id)
+        run = self.run()
         return run.problem_id, run.config.eval.device
 
-    def baseline(self, run_id: str, before_round: int | None = None) -> Baseline:
+    def baseline(self, before_round: int | None = None) -> Baseline:
         """The run's pooled baseline on its problem and device (``before_round``: from the
         rounds before that one only)."""
-        return pooled_baselines(self.conn, run_id, before_round).get(self.key(run_id), Baseline())
+        return pooled_baselines(self.conn, self.run_id, before_round).get(self.key(), Baseline())
 
-    def eligible(self, run_id: str) -> str:
+    def eligible(self) -> str:
         """The run's rule for which correct kernels it may rank (`ranking.eligible_sql` under
         its --torch-fallback policy), an SQL condition over the evaluation row ``e``."""
-        return eligible_sql(self.run(run_id).config.torch_fallback)
+        return eligible_sql(self.run().config.torch_fallback)
 
-    def held_out(self, run_id: str) -> list[str]:
+    def held_out(self) -> list[str]:
         """Correct kernels of the run that its policy keeps out of every ranking (marked
         torch_fallback, under --torch-fallback mark), in the order they were proposed."""
-        problem_id, device = self.key(run_id)
+        problem_id, device = self.key()
         return [r[0] for r in self.conn.execute(
             f"""SELECT l.candidate_id FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id
                 WHERE l.run_id=? AND e.status='correct' AND e.problem_id=? AND e.device=?
-                  AND NOT ({self.eligible(run_id)})
-                ORDER BY l.round, l.created_at, l.rowid""", (run_id, problem_id, device))]
+                  AND NOT ({self.eligible()})
+                ORDER BY l.round, l.created_at, l.rowid""", (self.run_id, problem_id, device))]
 
-    def members(self, run_id: str, base: Baseline | None = None) -> list[Member]:
+    def members(self, base: Baseline | None = None) -> list[Member]:
         """Every correct kernel of the run that it may rank (`eligible`: not PyTorch's work,
         unless the run allows that), fastest first (by its own time, never by its
         evaluation's own speedup, which eager's noise moves); a kernel whose latest
         re-verification failed is left out (it keeps its evaluation row and the verification
         says why). Speedups are against the run's pooled baseline (or ``base``)."""
-        base = self.baseline(run_id) if base is None else base
-        problem_id, device = self.key(run_id)
+        base = self.baseline() if base is None else base
+        problem_id, device = self.key()
         rows = self.conn.execute(
             f"""SELECT l.candidate_id, l.round, l.origin, l.idea_id, l.parent_ids, {ranked_time_sql()} AS ranked_ms,
                        json_extract(e.record, '$.roofline.floor_ms') AS floor_ms
                 FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id
                 WHERE l.run_id=? AND e.status='correct' AND e.problem_id=? AND e.device=?
-                  AND {self.eligible(run_id)}
+                  AND {self.eligible()}
                   AND COALESCE((SELECT v.ok FROM verifications v WHERE v.candidate_id = l.candidate_id
                                 ORDER BY v.id DESC LIMIT 1), 1) = 1
-                ORDER BY ranked_ms IS NULL, ranked_ms, l.created_at, l.rowid""", (run_id, problem_id, device))
+                ORDER BY ranked_ms IS NULL, ranked_ms, l.created_at, l.rowid""", (self.run_id, problem_id, device))
         out = []
         for r in rows:
             eager, compiled = base.speedups(r["ranked_ms"])
@@ -505,41 +541,41 @@ class RunStore:
                               json.loads(r["parent_ids"]), r["ranked_ms"], floor))
         return out
 
-    def best(self, run_id: str) -> Member | None:
-        m = self.members(run_id)
+    def best(self) -> Member | None:
+        m = self.members()
         return m[0] if m else None
 
-    def ranked_ms(self, run_id: str, candidate_id: str) -> float | None:
+    def ranked_ms(self, candidate_id: str) -> float | None:
         """The time a kernel of this run is ranked by; None unless it was judged correct here."""
-        problem_id, device = self.key(run_id)
+        problem_id, device = self.key()
         row = self.conn.execute(
             f"""SELECT {ranked_time_sql()} FROM lineage l JOIN evaluations e ON e.id = l.evaluation_id
                 WHERE l.run_id=? AND l.candidate_id=? AND e.status='correct' AND e.problem_id=? AND e.device=?""",
-            (run_id, candidate_id, problem_id, device)).fetchone()
+            (self.run_id, candidate_id, problem_id, device)).fetchone()
         return float(row[0]) if row and row[0] is not None else None
 
-    def speedup(self, run_id: str, candidate_id: str, base: Baseline | None = None) -> float | None:
+    def speedup(self, candidate_id: str, base: Baseline | None = None) -> float | None:
         """A correct kernel's speedup vs eager against the run's pooled baseline (or ``base``)."""
-        base = self.baseline(run_id) if base is None else base
-        return base.speedups(self.ranked_ms(run_id, candidate_id))[0]
+        base = self.baseline() if base is None else base
+        return base.speedups(self.ranked_ms(candidate_id))[0]
 
-    def figure(self, run_id: str, candidate_id: str, base: Baseline | None = None) -> tuple[float | None, float | None]:
+    def figure(self, candidate_id: str, base: Baseline | None = None) -> tuple[float | None, float | None]:
         """The speedups (vs eager, vs torch.compile) that every report shows for a correct kernel
         of the run (live progress, `show`'s table and best line, `best`): its passing
         confirmation's own A/B figure where it has one (evaluator/confirm.py), else its ranked
         time against the run's pooled baseline (or ``base``). Ranking itself goes by time."""
-        ms = self.ranked_ms(run_id, candidate_id)
+        ms = self.ranked_ms(candidate_id)
         if ms is None:
             return None, None
-        conf = self.archive.confirmation(candidate_id, self.key(run_id)[1])
+        conf = self.archive.confirmation(candidate_id, self.key()[1])
         if conf is not None and conf.get("ok") and conf.get("speedup_vs_eager") is not None:
             return conf["speedup_vs_eager"], conf.get("speedup_vs_compile")
-        return (self.baseline(run_id) if base is None else base).speedups(ms)
+        return (self.baseline() if base is None else base).speedups(ms)
 
-    def parent_uses(self, run_id: str) -> dict[str, int]:
+    def parent_uses(self) -> dict[str, int]:
         """How often each candidate has been a parent in this run (evolve's over-use penalty)."""
         uses: dict[str, int] = {}
-        for (raw,) in self.conn.execute("SELECT parent_ids FROM lineage WHERE run_id=?", (run_id,)):
+        for (raw,) in self.conn.execute("SELECT parent_ids FROM lineage WHERE run_id=?", (self.run_id,)):
             for p in json.loads(raw):
                 uses[p] = uses.get(p, 0) + 1
         return uses

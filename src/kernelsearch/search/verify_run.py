@@ -18,7 +18,7 @@ from kernelsearch.search.store import RunStore
 
 
 def verify_best(run_dir: str | Path, top: int = 1, trials: int = 10, sanitize: bool | None = None,
-                run_id: str | None = None, processes: int = DEFAULT_PROCESSES,
+                processes: int = DEFAULT_PROCESSES,
                 precision: str | None = None) -> list[VerifyResult]:
     """Verify until the run's ``top`` best kernels have all passed a verification (failed ones
     leave the ranking, so the next in line gets verified), or no correct kernel is left. A
@@ -27,7 +27,7 @@ def verify_best(run_dir: str | Path, top: int = 1, trials: int = 10, sanitize: b
     confirmations existed is confirmed now, and leaves the ranking if that fails."""
     results: list[VerifyResult] = []
     with RunStore(run_dir) as store:
-        run = store.run(run_id)
+        run = store.run()
         problem = load_problem(problem_file(store, run.problem_id))
         config, archive = run.config.eval, store.archive
         if precision is not None:  # another precision than the run's: its default tolerance too
@@ -39,7 +39,7 @@ def verify_best(run_dir: str | Path, top: int = 1, trials: int = 10, sanitize: b
                                    and archive.confirmation(candidate_id, config.device) is None)
 
         while True:
-            todo = [m for m in store.members(run.id)[:top] if unfinished(m.candidate_id)]
+            todo = [m for m in store.members()[:top] if unfinished(m.candidate_id)]
             if not todo:
                 return results
             cand = store.candidate(todo[0].candidate_id)

@@ -179,7 +179,7 @@ def depths(tree: dict[str, list[str]]) -> dict[str, int]:
     return depth
 
 
-def _candidate(store: RunStore, run_id: str, row: dict[str, Any], base: Baseline, held_out: set[str]) -> CandidateRow:
+def _candidate(store: RunStore, row: dict[str, Any], base: Baseline, held_out: set[str]) -> CandidateRow:
     cand = store.candidate(row["candidate_id"])
     idea, family = idea_label(store, row)
     c = CandidateRow(
@@ -198,14 +198,14 @@ def _candidate(store: RunStore, run_id: str, row: dict[str, Any], base: Baseline
     )
     if row["status"] != "evaluated":
         return c
-    r: EvalResult | None = store.result(run_id, c.id)
+    r: EvalResult | None = store.result(c.id)
     if r is None:
         return c
     c.status, c.reason = r.status.value, r.reason
     c.held_out = c.id in held_out
     if c.held_out:
         c.reason = f"held out of the ranking: PyTorch did the work (torch_fallback); {c.reason}"
-    c.ranked_ms = store.ranked_ms(run_id, c.id)
+    c.ranked_ms = store.ranked_ms(c.id)
     c.speedup_eager, c.speedup_compile = base.speedups(c.ranked_ms)
     c.spread_eager, c.spread_compile = speedup_spread(r, "eager"), speedup_spread(r, "compile")
     c.candidate_ms, c.roofline, c.profile = r.candidate_ms, r.roofline, r.profile
@@ -215,26 +215,26 @@ def _candidate(store: RunStore, run_id: str, row: dict[str, Any], base: Baseline
     return c
 
 
-def _ideas(store: RunStore, run_id: str, cands: list[CandidateRow]) -> list[IdeaInfo]:
+def _ideas(store: RunStore, cands: list[CandidateRow]) -> list[IdeaInfo]:
     speed = {
         c.id: c.speedup_eager
         for c in cands
         if c.ranked and not c.verification.startswith("failed")
     }
     out = []
-    for i in store.ideas(run_id):
+    for i in store.ideas():
         bar = max((speed.get(p) or 0.0 for p in i.parent_ids), default=1.0) if i.parent_ids else 1.0
         won = any(c.idea_id == i.id and (speed.get(c.id) or 0.0) > bar for c in cands)
         out.append(IdeaInfo(i.id, i.round, i.text, i.family, i.parent_ids, i.outcome, won))
     return out
 
 
-def load_run(store: RunStore, run_id: str, label: str) -> RunData:
-    run = store.run(run_id)
-    t = trajectory(store, run_id)
-    base = store.baseline(run_id)
-    held = set(store.held_out(run_id))
-    cands = [_candidate(store, run_id, row, base, held) for row in store.lineage(run_id)]
+def load_run(store: RunStore, label: str) -> RunData:
+    run = store.run()
+    t = trajectory(store)
+    base = store.baseline()
+    held = set(store.held_out())
+    cands = [_candidate(store, row, base, held) for row in store.lineage()]
     calls = [
         CallRow(
             float(c["created_at"]),
@@ -242,7 +242,7 @@ def load_run(store: RunStore, run_id: str, label: str) -> RunData:
             c["cost_usd"],
             c["purpose"] or "",
         )
-        for c in store.calls(run_id)
+        for c in store.calls()
         if c["answer"] is not None
     ]
     budgets = {k: v for k, v in asdict(run.config.budgets).items() if v is not None}
@@ -268,22 +268,20 @@ def load_run(store: RunStore, run_id: str, label: str) -> RunData:
         candidates=cands,
         library=t["library"],
         best_pct_of_library=t["best"]["pct_of_library"],
-        ideas=_ideas(store, run_id, cands),
+        ideas=_ideas(store, cands),
         calls=calls,
     )
 
 
 def load_runs(run_dirs: list[Path]) -> list[RunData]:
-    """Every run in the given directories, labelled "strategy @ dir-name" (made unique)."""
+    """The run of each given directory, labelled "strategy @ dir-name" (made unique)."""
     runs: list[RunData] = []
     seen: dict[str, int] = {}
     for d in run_dirs:
         with RunStore(d) as store:
-            for rid in store.run_ids():
-                strategy = store.run(rid).strategy
-                label = f"{strategy} @ {Path(d).resolve().name}"
-                seen[label] = seen.get(label, 0) + 1
-                if seen[label] > 1:
-                    label += f" #{seen[label]}"
-                runs.append(load_run(store, rid, label))
+            label = f"{store.run().strategy} @ {Path(d).resolve().name}"
+            seen[label] = seen.get(label, 0) + 1
+            if seen[label] > 1:
+                label += f" #{seen[label]}"
+            runs.append(load_run(store, label))
     return runs

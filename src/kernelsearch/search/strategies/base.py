@@ -19,8 +19,7 @@ from kernelsearch.search.store import RunStore
 
 @dataclass
 class SearchContext:
-    store: RunStore
-    run_id: str
+    store: RunStore  # the run's handle
     params: StrategyParams
     proposer: Proposer
 
@@ -36,10 +35,6 @@ class Strategy(ABC):
     def store(self) -> RunStore:
         return self.ctx.store
 
-    @property
-    def run_id(self) -> str:
-        return self.ctx.run_id
-
     @abstractmethod
     def plan(self, round_no: int, cap: int | None) -> dict[str, Any] | None:
         """The next round's plan, or None when the strategy has nothing more to do.
@@ -51,12 +46,12 @@ class Strategy(ABC):
 
     # -- shared helpers -----------------------------------------------------------------
     def best_id(self) -> str | None:
-        best = self.store.best(self.run_id)
+        best = self.store.best()
         return best.candidate_id if best else None
 
     def ledger(self, round_no: int) -> list[dict[str, str]]:
         return [{"idea": e.idea, "family": e.family, "result": e.result}
-                for e in self.store.ledger(self.run_id, before_round=round_no)]
+                for e in self.store.ledger(before_round=round_no)]
 
 
 def capped(n: int, cap: int | None) -> int:

@@ -21,7 +21,7 @@ class Branch(Strategy):
 
     def plan(self, round_no: int, cap: int | None) -> dict[str, Any] | None:
         prm = self.ctx.params
-        members = self.store.members(self.run_id)
+        members = self.store.members()
         seeds: list[str | None] = [m.candidate_id for m in members[: prm.top_k]] or [None]
         return {"seeds": seeds, "num_ideas": prm.num_ideas, "realisations": prm.realisations,
                 "cap": cap, "ledger": self.ledger(round_no)}

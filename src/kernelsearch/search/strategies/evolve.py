@@ -33,7 +33,7 @@ class Evolve(Strategy):
 
     def _pool(self, members: list[Member]) -> tuple[list[Member], bool]:
         """All members, or the older ones when the last round found nothing better."""
-        llm = [r for r in self.store.rounds(self.run_id) if r.kind == "llm"]
+        llm = [r for r in self.store.rounds() if r.kind == "llm"]
         if not llm or not members:
             return members, False
         last = llm[-1].round
@@ -47,13 +47,13 @@ class Evolve(Strategy):
     def plan(self, round_no: int, cap: int | None) -> dict[str, Any] | None:
         prm = self.ctx.params
         n = capped(prm.n, cap)
-        members = self.store.members(self.run_id)
+        members = self.store.members()
         ledger = self.ledger(round_no)
         if not members:
             return {"children": [{"op": "mutate", "parent": None}] * n, "restart": False, "ledger": ledger}
         pool, restart = self._pool(members)
-        rng = random.Random(f"{prm.seed}:{self.run_id}:{round_no}")
-        uses = self.store.parent_uses(self.run_id)
+        rng = random.Random(f"{prm.seed}:{self.store.run_id}:{round_no}")
+        uses = self.store.parent_uses()
 
         def pick(exclude: str | None = None) -> str:
             cands = [m for m in pool if m.candidate_id != exclude]

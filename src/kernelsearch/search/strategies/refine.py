@@ -20,12 +20,12 @@ class Refine(Strategy):
     default_rounds = 5
 
     def plan(self, round_no: int, cap: int | None) -> dict[str, Any] | None:
-        rounds = [r for r in self.store.rounds(self.run_id) if r.kind == "llm"]
+        rounds = [r for r in self.store.rounds() if r.kind == "llm"]
         if not rounds:
             start = self.best_id()
             return {"tips": [start] * capped(self.ctx.params.n, cap), "notes": [""] * capped(self.ctx.params.n, cap)}
         last = rounds[-1]
-        calls = {c["slot"]: c for c in self.store.calls(self.run_id)
+        calls = {c["slot"]: c for c in self.store.calls()
                  if c["round"] == last.round and c["purpose"] in ("implement", "refine")}
         tips, notes = [], []
         for slot, tip in enumerate(last.plan["tips"]):

@@ -17,7 +17,7 @@ class BestOfN(Strategy):
         return self.ctx.params.n
 
     def plan(self, round_no: int, cap: int | None) -> dict[str, Any] | None:
-        if self.store.llm_rounds(self.run_id) >= 1:
+        if self.store.llm_rounds() >= 1:
             return None
         return {"parent": self.best_id(), "samples": capped(self.samples(), cap)}
 
