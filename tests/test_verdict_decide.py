@@ -85,7 +85,7 @@ def test_checks_verdict_order_and_correct_reason():
     r.checks = [ok, det]
     r.candidate_timing, r.eager_timing = TimingStats.from_samples([1.0]), TimingStats.from_samples([2.0])
     assert decide.correct(r).reason == "2 checks passed, 2.00x vs eager"
-    decide.adopt_baselines(r, TimingStats.from_samples([4.0]), "")
+    decide.adopt_baselines(r, Baselines(None, TimingStats.from_samples([4.0])))
     assert r.reason == "2 checks passed, 2.00x vs eager, 4.00x vs torch.compile"
 
 
