@@ -103,6 +103,27 @@ def test_usage_errors(tmp_path):
     assert r.returncode == 2 and "no correct kernel" in r.stderr
 
 
+def test_seed_is_the_evaluation_seed_and_seed_kernel_the_file(tmp_path):
+    """`run --seed N` fixes the evaluation's seeds as on eval and bench; a kernel file is
+    --seed-kernel FILE, and the old `--seed FILE` says so, with run's own usage."""
+    seed_file = tmp_path / "mine.py"
+    seed_file.write_text(torch_source("a * 2 + b  # mine"))
+    r = ks("run", str(PROBLEM), "--strategy", "single", "--llm", "replay:x", "--out", str(tmp_path / "old"),
+           "--seed", str(seed_file))
+    assert r.returncode == 2 and f"--seed-kernel {seed_file}" in r.stderr, r.stderr
+    assert "usage: kernelsearch run" in r.stderr and not (tmp_path / "old").exists()
+    r = ks("run", str(PROBLEM), "--no-such-flag")
+    assert r.returncode == 2 and "usage: kernelsearch run" in r.stderr and "--no-such-flag" in r.stderr
+    replay = write_replay(tmp_path / "answers.jsonl", [code_answer(torch_source("a * 2 + b"))])
+    r = ks("run", str(PROBLEM), "--strategy", "single", "--llm", f"replay:{replay}", "--out", str(tmp_path / "run"),
+           "--seed", "1234", "--seed-kernel", str(seed_file), "--phase", "propose", *CLI_EVAL)
+    assert r.returncode == 0, r.stderr
+    with RunStore(tmp_path / "run") as store:
+        run = store.run()
+        assert run.config.eval.seed == 1234
+        assert [r["origin"] for r in store.lineage(run.id)].count("seed") == 1
+
+
 def test_provider_that_cannot_start_exits_1_and_leaves_no_run(tmp_path, monkeypatch):
     """No API key: exit 1 (an LLM provider error), the CLI's flag named, no run directory left
     behind, so the same command with a key (here a replay) then starts the run."""

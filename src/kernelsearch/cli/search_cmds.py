@@ -22,6 +22,7 @@ from kernelsearch.cli.common import (
     UsageError,
     add_precision_option,
     add_profile_options,
+    add_seed_option,
     default_device,
     load_problem_set,
     warn_flagged,
@@ -105,7 +106,7 @@ def add_search_commands(sub: Any) -> None:
     g.add_argument("--crossover-rate", type=float, default=0.5, help="evolve: share of children made by crossover")
     g.add_argument("--explore", type=float, default=0.2, help="evolve: share of parent choice spread evenly")
     g.add_argument("--reuse-penalty", type=float, default=0.5, help="evolve: penalty per earlier use of a parent")
-    g.add_argument("--seed", action="append", type=Path, default=[], metavar="FILE",
+    g.add_argument("--seed-kernel", action="append", type=Path, default=[], metavar="FILE",
                    help="a kernel (ModelNew file) entering the archive at the start; repeatable")
     g.add_argument("--search-seed", type=int, default=None, help="seed of the search's own random choices")
 
@@ -143,7 +144,7 @@ def add_search_commands(sub: Any) -> None:
     g.add_argument("--atol", type=float, default=None)
     g.add_argument("--rtol", type=float, default=None)
     g.add_argument("--trials", type=int, default=5)
-    g.add_argument("--eval-seed", type=int, default=None, help="fix the evaluator's seeds (default: secret)")
+    add_seed_option(g)
     g.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     g.add_argument("--torch-fallback", choices=FALLBACK_POLICIES, default=None,
                    help="kernels whose work PyTorch does (torch ops in Python, ATen/cuBLAS/cuDNN in the extension, "
@@ -185,7 +186,7 @@ def _eval_config(args: argparse.Namespace, device: str) -> EvalConfig:
                           budget_s=args.timing_budget, input_sets=max(1, args.input_sets),
                           spot_checks=min(2, max(1, args.input_sets)))
     return EvalConfig(device=device, precision=args.precision, atol=args.atol, rtol=args.rtol, trials=args.trials,
-                      seed=args.eval_seed,
+                      seed=args.seed,
                       compile_baseline=not args.no_compile,
                       torch_fallback="reject" if args.torch_fallback == "reject" else "mark", timing=timing,
                       limits=Limits(build_timeout_s=args.build_timeout, run_timeout_s=args.run_timeout),
@@ -358,8 +359,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     failures: list = []  # problem files of a directory that failed to load
     several = False
     if args.resume is not None:
-        if args.problem or args.out or args.strategy or args.seed:
-            raise UsageError("--resume RUN_DIR continues a run: leave out PROBLEM, --out, --strategy and --seed")
+        if args.problem or args.out or args.strategy or args.seed_kernel:
+            raise UsageError("--resume RUN_DIR continues a run: leave out PROBLEM, --out, --strategy and --seed-kernel")
         dirs = _run_dirs(args.resume)
     else:
         if not args.problem or not args.out:
@@ -369,16 +370,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         device = args.device or default_device()
         if device == "cuda" and default_device() != "cuda" and args.phase != "propose":
             raise UsageError("--device cuda: no CUDA device is available here (use --phase propose to only generate)")
-        for path in args.seed:
+        for path in args.seed_kernel:
             if not path.is_file():
-                raise UsageError(f"--seed {path}: no such file")
+                raise UsageError(f"--seed-kernel {path}: no such file")
         if args.strategy and args.llm:  # before loading: once files fail to load, the exit status is 3
             _check_provider(RunConfig(strategy=args.strategy, llm=args.llm, problem_name="", backend="",
                                       llm_timeout=args.llm_timeout, base_url=args.base_url,
                                       api_key_env=args.api_key_env))
         problems, failures = load_problem_set(args.problem)  # failures reported on stderr
         warn_flagged(problems, device, args.precision)  # the problem linter's advice, on stderr
-        seeds = [Candidate.from_file(s) for s in args.seed]
+        seeds = [Candidate.from_file(s) for s in args.seed_kernel]
         several = len(problems) + len(failures) > 1
         dirs = [args.out / p.name for p in problems] if several else [args.out]
         for d in dirs:
