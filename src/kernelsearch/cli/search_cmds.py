@@ -215,7 +215,7 @@ def _hardware(args: argparse.Namespace, problem: Any, device: str) -> str:
     else:
         from kernelsearch.evaluator.evaluate import host_device_name
 
-        text = f"CPU: {host_device_name('cpu')}, {os.cpu_count()} cores. The kernel runs on the CPU."
+        text = f"CPU: {host_device_name('cpu')}. The kernel runs on the CPU."  # the name has the core count
     desc = describe(problem, device)
     if not desc.error:
         text += f"\nThe kernel is evaluated at these input shapes: {format_shape(desc.inputs)}."
