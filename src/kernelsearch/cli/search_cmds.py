@@ -28,7 +28,7 @@ from kernelsearch.cli.common import (
     warn_flagged,
 )
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
-from kernelsearch.llm.base import LLMError
+from kernelsearch.llm.base import DEFAULT_TIMEOUT_S, LLMError
 from kernelsearch.search.config import (
     DEVICE_BACKEND,
     FALLBACK_POLICIES,
@@ -124,7 +124,9 @@ def add_search_commands(sub: Any) -> None:
     g = p.add_argument_group("LLM")
     g.add_argument("--temperature", type=float, default=0.7)
     g.add_argument("--max-answer-tokens", type=int, default=8192, help="max_tokens of each answer")
-    g.add_argument("--llm-timeout", type=float, default=None, help="seconds per request (exchange: wait for an answer)")
+    g.add_argument("--llm-timeout", type=float, default=None,
+                   help=f"seconds per request (default {DEFAULT_TIMEOUT_S:g}); exchange: how long each question "
+                        "waits for its answer before the run stops to be resumed (0: don't wait)")
     g.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama, DeepSeek, ...)")
     g.add_argument("--api-key-env", default=None, help="environment variable holding the API key")
     g.add_argument("--llm-jobs", type=int, default=4, help="parallel requests")

@@ -26,6 +26,7 @@ from kernelsearch.llm.base import PendingResponse
 from kernelsearch.llm.client import LLMClient, Totals
 from kernelsearch.llm.pricing import PriceTable
 from kernelsearch.llm.prompts import PromptLibrary
+from kernelsearch.llm.providers.exchange import resume_instructions
 from kernelsearch.llm.registry import make_provider
 from kernelsearch.problems.loader import Problem, load_problem
 from kernelsearch.records.candidate import Candidate
@@ -255,8 +256,9 @@ class Driver:
             return b.stop
         except PendingResponse as p:
             count = 1 + len(p.more)
-            return Stop("llm_pending", f"{count} request(s) wait for an answer in {p.path.parent.parent}; "
-                                       f"answer them, then `kernelsearch run --resume {self.store.dir}`")
+            return Stop("llm_pending", f"{count} request(s) wait for an answer in {p.path.parent.parent} "
+                                       f"(its README.txt says how); once answered, "
+                                       f"{resume_instructions(str(self.store.dir))}")
         except RoundFailed as e:
             return Stop("llm_error", str(e)[:500])
         finally:
