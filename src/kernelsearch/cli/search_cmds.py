@@ -282,13 +282,14 @@ def _confirmed_figure(store: RunStore, run_id: str, candidate_id: str) -> str:
     """The kernel's figure once re-verified (a confirmed time replaces the screening one), as
     `show` prints it below, so the progress figures above are not the last word."""
     from kernelsearch.search.ranking import pct_text
+    from kernelsearch.search.report import figure
 
     best = store.best(run_id)
-    vs_eager = store.figure(run_id, candidate_id)[0]
-    if best is None or best.candidate_id != candidate_id or vs_eager is None:
+    fig = figure(store, run_id, candidate_id)
+    if best is None or best.candidate_id != candidate_id or fig.vs_eager is None:
         return ""
     floor = f", {pct_text(best.pct_of_floor)} of the roofline floor" if best.pct_of_floor else ""
-    return f"; now {vs_eager:.2f}x vs eager{floor}"
+    return f"; now {fig.text()}{floor}"
 
 
 # -- commands -------------------------------------------------------------------------------
@@ -446,7 +447,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 @_one_line_errors
 def cmd_best(args: argparse.Namespace) -> int:
-    from kernelsearch.search.report import published
+    from kernelsearch.search.report import figure, published
 
     dirs = _run_dirs(args.run_dir)
     if len(dirs) > 1:
@@ -461,12 +462,11 @@ def cmd_best(args: argparse.Namespace) -> int:
                 f"`kernelsearch run --resume {dirs[0]} --torch-fallback allow` ranks them)" if held else ""))
         source = store.candidate(best.candidate_id).source
         pub = published(store, best.candidate_id, run.config.eval.device)
-        vs_eager = store.figure(run.id, best.candidate_id)[0]
+        fig = figure(store, run.id, best.candidate_id)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(source)
-    conf = pub["confirmation"]
-    figure = f"{vs_eager:.2f}x vs eager" if vs_eager else "speedup unknown"  # as `show` and progress show it
-    if conf is not None:
-        figure += f" ±{100 * conf['speedup_rel_spread']:.0f}%"
-    print(f"wrote {args.output}: candidate {best.candidate_id}, {figure} ({pub['timed']})", file=sys.stderr)
+    text = fig.text() if fig.vs_eager else "speedup unknown"  # as `show`, progress and the HTML report give it
+    if fig.spread is not None:
+        text += f" ±{100 * fig.spread:.0f}%"
+    print(f"wrote {args.output}: candidate {best.candidate_id}, {text} ({pub['timed']})", file=sys.stderr)
     return 0

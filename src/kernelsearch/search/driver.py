@@ -44,6 +44,7 @@ from kernelsearch.search.calls import RunCallLog
 from kernelsearch.search.config import RunConfig
 from kernelsearch.search.progress import View
 from kernelsearch.search.proposer import Proposer, RoundFailed, prime_replay
+from kernelsearch.search.report import figure
 from kernelsearch.search.store import PROBLEM_DIR, RunLock, RunStore
 from kernelsearch.search.strategies import SearchContext, make_strategy
 
@@ -117,9 +118,10 @@ class Driver:
     def spent(self) -> Spent:
         u = self.store.usage(self.run_id)
         best = self.store.best(self.run_id)
+        fig = figure(self.store, self.run_id, best.candidate_id) if best else None
         return Spent(rounds=self.store.llm_rounds(self.run_id), candidates=self.store.count_proposed(self.run_id),
                      tokens=u.tokens, cost_usd=u.cost_usd, elapsed_s=self.clock.elapsed(),
-                     best_speedup=self.store.figure(self.run_id, best.candidate_id)[0] if best else None,
+                     best_speedup=fig.vs_eager if fig else None, best_basis=fig.short if fig else "",
                      best_pct_of_floor=best.pct_of_floor if best else None,
                      held_out=len(self.store.held_out(self.run_id)))
 
@@ -199,9 +201,10 @@ class Driver:
         self.store.mark_evaluated(self.run_id, cid, done)
         self.clock.checkpoint()
         spent = self.spent()
+        fig = figure(self.store, self.run_id, cid)
         self.view.evaluated(n, cid, self.store.result(self.run_id, cid), spent, self._evaluated(),
-                            speedup=self.store.figure(self.run_id, cid)[0],
-                            held_out=cid in self.store.held_out(self.run_id))
+                            speedup=fig.vs_eager, held_out=cid in self.store.held_out(self.run_id),
+                            basis=fig.short)
         return target_stop(self.config.budgets, spent)
 
     def _finish(self, stop: Stop) -> Stop:
