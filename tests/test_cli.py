@@ -223,3 +223,18 @@ def test_help_is_plain_text():
     assert len(texts) >= 11 and "`" not in r.stdout
     for name, text in texts.items():
         assert "`" not in text and "LOAD_FAILED" not in text, (name, text)
+
+
+def test_seed_means_the_evaluation_seed_on_every_command():
+    """--seed N is the evaluation's seed on eval, bench, run and audit (audit's sample has
+    --sample-seed); a command's unknown option gets that command's usage, not the top level's."""
+    from kernelsearch.cli.main import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["eval", "p", "c", "--seed", "3"]).seed == 3
+    assert parser.parse_args(["bench", "suite", "seedbank", "--seed", "3"]).seed == 3
+    assert parser.parse_args(["run", "p", "--seed", "3"]).seed == 3
+    a = parser.parse_args(["audit", "src", "--seed", "3", "--sample", "5", "--sample-seed", "9"])
+    assert (a.seed, a.sample_seed) == (3, 9)
+    r = ks("eval", "p", "c", "--bogus")
+    assert r.returncode == 2 and "usage: kernelsearch eval" in r.stderr and "unrecognized arguments: --bogus" in r.stderr

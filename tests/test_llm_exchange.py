@@ -10,10 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from kernelsearch.llm.base import LLMError, LLMRequest, Message, PendingResponse
+from kernelsearch.llm.base import DEFAULT_TIMEOUT_S, LLMError, LLMRequest, Message, PendingResponse
 from kernelsearch.llm.cache import SQLiteCache
 from kernelsearch.llm.client import LLMClient
-from kernelsearch.llm.providers.exchange import ExchangeProvider, write_json_atomic
+from kernelsearch.llm.providers.exchange import (
+    ANSWER_FORMAT,
+    ExchangeProvider,
+    resume_instructions,
+    wait_text,
+    write_json_atomic,
+)
 from kernelsearch.llm.registry import make_provider
 
 
@@ -180,3 +186,32 @@ def test_request_file_is_written_atomically(tmp_path, monkeypatch):
         ExchangeProvider(tmp_path, timeout=0).complete(_request())
     assert calls and calls[0][1] == str(info.value.path)
     assert calls[0][0].endswith(".tmp")
+
+
+def test_first_question_says_where_and_how_long_at_once(tmp_path):
+    """A run that waits on the exchange says so at once, once: the directories and the wait
+    (the default 600 s, which --help and docs state)."""
+    said: list[str] = []
+    provider = ExchangeProvider(tmp_path, timeout=0, announce=said.append)
+    for text in ("first", "second"):
+        with pytest.raises(PendingResponse):
+            provider.complete(_request(text))
+    assert len(said) == 1 and str(tmp_path / "requests") in said[0] and str(tmp_path / "responses") in said[0]
+    assert "does not wait" in said[0]
+    assert ExchangeProvider(tmp_path).timeout == DEFAULT_TIMEOUT_S == 600.0 and "600 s" in wait_text(600.0)
+    from kernelsearch.cli.main import build_parser
+
+    run_help = next(a for a in build_parser()._actions if a.dest == "command").choices["run"].format_help()
+    assert "default 600" in " ".join(run_help.split())
+
+
+def test_answer_format_and_resume_text_are_one_text(tmp_path):
+    """The README.txt an exchange directory gets and docs/search.md give the same answer
+    format and the same resume instructions, the provider's."""
+    provider = ExchangeProvider(tmp_path, timeout=0, announce=lambda _: None)
+    with pytest.raises(PendingResponse):
+        provider.complete(_request())
+    readme = (tmp_path / "README.txt").read_text()
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "search.md").read_text()
+    assert ANSWER_FORMAT in readme and ANSWER_FORMAT in docs
+    assert resume_instructions() in " ".join(readme.split()) and resume_instructions() in " ".join(docs.split())

@@ -150,6 +150,19 @@ def test_hardware_from_device_properties():
     )
 
 
+def test_cpu_hardware_names_the_cores_once():
+    """The prompt's hardware line of a CPU run: the model name with its core count, once."""
+    import argparse
+
+    from search_support import PROBLEM
+
+    from kernelsearch.cli.search_cmds import _hardware
+    from kernelsearch.problems.loader import load_problem
+
+    text = _hardware(argparse.Namespace(hardware=None), load_problem(PROBLEM), "cpu")
+    assert text.startswith("CPU: ") and text.count("cores") == 1, text
+
+
 def test_clip_keeps_head_and_tail():
     text = "HEAD" + "x" * 10_000 + "TAIL"
     out = clip(text, 100)

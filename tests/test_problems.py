@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import pytest
 from conftest import DATA, MISSING_MODULE, mixed_dir
 
@@ -35,6 +37,20 @@ def test_flops_counted_for_matmul():
     (m, k), (_, n) = d.inputs[0].shape, d.inputs[1].shape
     assert d.flops == 2 * m * k * n
     assert d.min_bytes == 4 * (m * k + k * n + m * n)
+
+
+@pytest.mark.parametrize("name", ["02_softmax", "03_layernorm", "05_sum_reduction", "06_gelu"])
+def test_elementwise_and_reduction_work_is_counted(name):
+    """A problem with no matrix product still has work to show (`problems` printed 0.0 GFLOP):
+    at least one operation per input element, kept out of the roofline's FLOPs."""
+    from kernelsearch.report.terminal import work_text
+
+    d = describe(load_problem(name), "cpu")
+    n = math.prod(d.inputs[0].shape)
+    assert d.flops == 0 and d.elementwise_ops >= n
+    assert work_text(d.flops, d.elementwise_ops, 1e6).endswith(" elem.") and not work_text(0, 0, 1e6).endswith("elem.")
+    m = describe(load_problem("01_matmul"), "cpu")
+    assert m.elementwise_ops == 0 and work_text(m.flops, m.elementwise_ops, 1e6) == f"{m.flops / 1e6:.1f}"
 
 
 def test_bundled_name_lookup():

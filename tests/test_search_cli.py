@@ -103,6 +103,27 @@ def test_usage_errors(tmp_path):
     assert r.returncode == 2 and "no correct kernel" in r.stderr
 
 
+def test_seed_is_the_evaluation_seed_and_seed_kernel_the_file(tmp_path):
+    """`run --seed N` fixes the evaluation's seeds as on eval and bench; a kernel file is
+    --seed-kernel FILE, and the old `--seed FILE` says so, with run's own usage."""
+    seed_file = tmp_path / "mine.py"
+    seed_file.write_text(torch_source("a * 2 + b  # mine"))
+    r = ks("run", str(PROBLEM), "--strategy", "single", "--llm", "replay:x", "--out", str(tmp_path / "old"),
+           "--seed", str(seed_file))
+    assert r.returncode == 2 and f"--seed-kernel {seed_file}" in r.stderr, r.stderr
+    assert "usage: kernelsearch run" in r.stderr and not (tmp_path / "old").exists()
+    r = ks("run", str(PROBLEM), "--no-such-flag")
+    assert r.returncode == 2 and "usage: kernelsearch run" in r.stderr and "--no-such-flag" in r.stderr
+    replay = write_replay(tmp_path / "answers.jsonl", [code_answer(torch_source("a * 2 + b"))])
+    r = ks("run", str(PROBLEM), "--strategy", "single", "--llm", f"replay:{replay}", "--out", str(tmp_path / "run"),
+           "--seed", "1234", "--seed-kernel", str(seed_file), "--phase", "propose", *CLI_EVAL)
+    assert r.returncode == 0, r.stderr
+    with RunStore(tmp_path / "run") as store:
+        run = store.run()
+        assert run.config.eval.seed == 1234
+        assert [r["origin"] for r in store.lineage(run.id)].count("seed") == 1
+
+
 def test_provider_that_cannot_start_exits_1_and_leaves_no_run(tmp_path, monkeypatch):
     """No API key: exit 1 (an LLM provider error), the CLI's flag named, no run directory left
     behind, so the same command with a key (here a replay) then starts the run."""
@@ -153,18 +174,26 @@ def test_show_json_trajectory(tmp_path):
 
 
 def test_progress_table_and_best_line_show_one_figure(tmp_path):
-    """After the best kernel's time is confirmed, the live status line, `show`'s round table
-    and its best line give it the same speedup (the confirmation's), and the roofline floor
-    the same percentage, written the same way."""
+    """Before and after the best kernel's time is confirmed, the live status line, `show`'s
+    round table and best line, and the HTML report give it the same speedup, each saying which
+    it is (a single evaluation against the pooled baseline, then the confirmation's), and the
+    roofline floor one percentage, written one way."""
     import functools
+    import html
     import io
 
     from rich.console import Console
 
     from kernelsearch.evaluator.confirm import Confirmation
+    from kernelsearch.report.html.data import load_run
+    from kernelsearch.report.html.tables import summary_table
     from kernelsearch.search.progress import _status_line
     from kernelsearch.search.ranking import pct_text
     from kernelsearch.search.report import print_trajectory, trajectory
+
+    def html_best(store):
+        run = load_run(store, "x")
+        return run.best.speedup_eager, run.best.figure, summary_table([run])
 
     config = run_config("best-of-n", "scripted:x", Budgets(rounds=1), n=2)
     run_id = create_run(tmp_path / "run", load_problem(PROBLEM), config, [])
@@ -175,12 +204,20 @@ def test_progress_table_and_best_line_show_one_figure(tmp_path):
                         client_factory=lambda cfg: LLMClient(provider, cache=RunCallLog(store.db_path, run_id)))
         driver.run()
         best = store.best().candidate_id
+        single, t0 = driver.spent(), trajectory(store)
+        html0, label0, table0 = html_best(store)
         conf = Confirmation(candidate_ms=[0.3, 0.31, 0.29], eager_ms=[1.5, 1.5, 1.5], candidate_rel=[0.01] * 3,
                             eager_rel=[0.01] * 3, statuses=["correct"] * 3)
         store.archive.add_confirmation(best, store.run().problem_id, "cpu", conf.to_dict())
         spent, t = driver.spent(), trajectory(store)
+        in_html, label, table = html_best(store)
+    assert single.best_speedup == t0["best"]["speedup_vs_eager"] == html0 == pytest.approx(4.0)
+    assert single.best_basis == "single evaluation" and "(single evaluation)" in _status_line(0, single, 2).plain
+    assert t0["best"]["figure"] == label0 == "single evaluation, vs the run's pooled eager" and html.escape(label0) in table0
     figure = conf.speedup_vs_eager
-    assert spent.best_speedup == t["rounds"][-1]["best_speedup"] == t["best"]["speedup_vs_eager"] == figure
+    assert spent.best_speedup == t["rounds"][-1]["best_speedup"] == t["best"]["speedup_vs_eager"] == in_html == figure
+    assert spent.best_basis == "confirmed" and t["best"]["figure"] == label == "confirmed over 3 processes"
+    assert f"{figure:.2f}×" in table and html.escape(label) in table
     assert spent.best_pct_of_floor == t["best"]["pct_of_floor"] == pytest.approx(100 * 0.1 / 0.3)
     status = _status_line(0, spent, 2).plain
     out = io.StringIO()
@@ -191,7 +228,10 @@ def test_progress_table_and_best_line_show_one_figure(tmp_path):
     table_row = next(line for line in shown.splitlines() if line.startswith("│ 0"))
     assert table_row.count(x) == 2  # round best and best so far
     assert f"best kernel: {best}" in shown and f"{x} vs eager" in shown and f"{pct} of the roofline floor" in shown
+    assert f"({label}; " in shown and "(confirmed)" in status
     assert "4.00x" not in shown + status  # the screening figure is not shown any more
+    # one floor figure, one wording: not the screening's 40% "of the floor" beside it
+    assert shown.count("of the roofline floor") == 1 and "of the floor" not in shown and "40%" not in shown, shown
 
 
 def test_several_problems_propose_only(tmp_path):

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from search_support import CPP_CORRECT, PROBLEM, code_answer, ideas_answer, run_config, torch_source
 
-from kernelsearch.llm.providers.exchange import write_json_atomic
+from kernelsearch.llm.providers.exchange import resume_instructions, write_json_atomic
 from kernelsearch.problems.loader import load_problem
 from kernelsearch.records.candidate import Candidate
 from kernelsearch.search import Budgets, Driver, RunStore, create_run
@@ -50,6 +50,9 @@ def test_exchange_pending_then_answered(tmp_path):
     with RunStore(tmp_path / "run") as store:
         stop = Driver(store).run()
         assert stop.reason == "llm_pending" and str(ex) in stop.detail
+        # the run's resume instructions are the README's, with its own directory
+        assert resume_instructions(str(tmp_path / "run")) in stop.detail
+        assert resume_instructions() in (ex / "README.txt").read_text().replace("\n", " ")
         assert store.run().status == "waiting"
         assert [r.status for r in store.rounds()] == ["proposing"]
         assert store.calls() == [] and store.lineage() == []

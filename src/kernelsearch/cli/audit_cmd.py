@@ -45,10 +45,9 @@ def add_audit_command(sub: Any, add_eval_options: Callable[[argparse.ArgumentPar
                    help="parallel builds (default: the cores no evaluation lane reserves)")
     add_executor_options(p)
     add_eval_options(p)
-    # after the evaluation options: --seed is the sample's here, the evaluation's is --eval-seed
-    p.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0): the same seed, the same sample")
-    p.add_argument("--eval-seed", type=int, default=None,
-                   help="fix the evaluation's seeds for an exact re-run (default: secret)")
+    # --seed (from the evaluation options) is the evaluation's, as on every command
+    p.add_argument("--sample-seed", type=int, default=0, metavar="S",
+                   help="seed of --sample (default 0): the same seed, the same sample")
     p.set_defaults(func=cmd_audit, make_config=make_config, open_archive=open_archive)
 
 
@@ -65,8 +64,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
             raise UsageError(f"--{opt} must be at least {1 if opt == 'chunk' else 0}")
     if args.confirm < 0:
         raise UsageError("--confirm must be at least 0")
-    sample_seed = args.seed
-    args.seed = args.eval_seed
     config = args.make_config(args, check_device=not args.report_only)
     try:
         ex_opts = executor_options(args)
@@ -80,7 +77,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     only = [s.strip() for s in (args.only or "").split(",") if s.strip()]
     if only and (unknown := sorted(set(only) - {e.name for e in entries})):
         raise UsageError(f"--only: no kernel named {', '.join(unknown[:5])} in {args.source}")
-    entries = materialise(select(entries, only, args.sample, sample_seed, args.limit), state_dir)
+    entries = materialise(select(entries, only, args.sample, args.sample_seed, args.limit), state_dir)
     state = AuditState(state_dir)
     opts = Options(jobs=args.jobs, executor=args.executor, executor_options=ex_opts, confirm=args.confirm,
                    chunk=args.chunk, lint=not args.no_lint, evaluate=not args.report_only)

@@ -5,6 +5,7 @@ command modules import it; it imports none of them (but ``main`` lazily, for a s
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -85,6 +86,22 @@ def default_device() -> str:
 def add_precision_option(p) -> None:
     p.add_argument("--precision", choices=list(PRECISIONS), default=None,
                    help="floating parameters, buffers and inputs cast to this precision, as KernelBench v0.2's --precision (default: the problem's PRECISION, else the dtype its floating tensors share, else fp32); the default tolerance follows it (fp32 1e-4, fp16/bf16 1e-2)")
+
+
+def _eval_seed(text: str) -> int:
+    """An evaluation seed; a path (run's old ``--seed FILE``) gets the option it moved to."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an integer: --seed fixes the evaluation's seeds; a kernel file entering a run "
+            f"is now --seed-kernel {text}") from None
+
+
+def add_seed_option(p) -> None:
+    """``--seed N``, the evaluation's seeds, the same on every command (``--eval-seed``: its old name)."""
+    p.add_argument("--seed", "--eval-seed", dest="seed", type=_eval_seed, default=None, metavar="N",
+                   help="fix the evaluation's seeds for an exact re-run (default: secret)")
 
 
 def add_profile_options(p) -> None:

@@ -14,6 +14,7 @@ from kernelsearch.cli.common import (
     UsageError,
     add_precision_option,
     add_profile_options,
+    add_seed_option,
     default_device,
     done,
     load_problem_set,
@@ -66,7 +67,7 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rtol", type=float, default=None,
                    help="relative tolerance (default: the problem's at its own precision, else the precision's)")
     p.add_argument("--trials", type=int, default=5, help="correctness trials, each with fresh random inputs")
-    p.add_argument("--seed", type=int, default=None, help="fix the seeds for an exact re-run (default: secret)")
+    add_seed_option(p)
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     p.add_argument("--torch-fallback", choices=FALLBACK_POLICIES, default="mark",
                    help="candidates whose work PyTorch does (torch ops in Python, ATen/cuBLAS/cuDNN calls in the "
@@ -268,9 +269,19 @@ def _version() -> str:
     return f"kernelsearch {__version__}"
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; an option the command does not know is reported with the command's usage
+    (argparse leaves it to the top-level parser, which prints the list of commands)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     try:
         return args.func(args)
     except tuple(kind for kind, _ in EXIT_STATUS) as e:

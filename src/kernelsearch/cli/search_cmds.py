@@ -20,6 +20,7 @@ from kernelsearch.cli.common import (
     UsageError,
     add_precision_option,
     add_profile_options,
+    add_seed_option,
     default_device,
     done,
     find_runs,
@@ -27,7 +28,7 @@ from kernelsearch.cli.common import (
     warn_flagged,
 )
 from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
-from kernelsearch.llm.base import LLMError
+from kernelsearch.llm.base import DEFAULT_TIMEOUT_S, LLMError
 from kernelsearch.playbook.notes import MODES as PLAYBOOK_MODES
 from kernelsearch.records.choices import DEVICES
 from kernelsearch.search.config import (
@@ -88,7 +89,7 @@ def add_search_commands(sub: Any) -> None:
     g.add_argument("--crossover-rate", type=float, default=0.5, help="evolve: share of children made by crossover")
     g.add_argument("--explore", type=float, default=0.2, help="evolve: share of parent choice spread evenly")
     g.add_argument("--reuse-penalty", type=float, default=0.5, help="evolve: penalty per earlier use of a parent")
-    g.add_argument("--seed", action="append", type=Path, default=[], metavar="FILE",
+    g.add_argument("--seed-kernel", action="append", type=Path, default=[], metavar="FILE",
                    help="a kernel (ModelNew file) entering the archive at the start; repeatable")
     g.add_argument("--search-seed", type=int, default=None, help="seed of the search's own random choices")
 
@@ -106,7 +107,9 @@ def add_search_commands(sub: Any) -> None:
     g = p.add_argument_group("LLM")
     g.add_argument("--temperature", type=float, default=0.7)
     g.add_argument("--max-answer-tokens", type=int, default=8192, help="max_tokens of each answer")
-    g.add_argument("--llm-timeout", type=float, default=None, help="seconds per request (exchange: wait for an answer)")
+    g.add_argument("--llm-timeout", type=float, default=None,
+                   help=f"seconds per request (default {DEFAULT_TIMEOUT_S:g}); exchange: how long each question "
+                        "waits for its answer before the run stops to be resumed (0: don't wait)")
     g.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama, DeepSeek, ...)")
     g.add_argument("--api-key-env", default=None, help="environment variable holding the API key")
     g.add_argument("--llm-jobs", type=int, default=4, help="parallel requests")
@@ -126,7 +129,7 @@ def add_search_commands(sub: Any) -> None:
     g.add_argument("--atol", type=float, default=None)
     g.add_argument("--rtol", type=float, default=None)
     g.add_argument("--trials", type=int, default=5)
-    g.add_argument("--eval-seed", type=int, default=None, help="fix the evaluator's seeds (default: secret)")
+    add_seed_option(g)
     g.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     g.add_argument("--torch-fallback", choices=FALLBACK_POLICIES, default=None,
                    help="kernels whose work PyTorch does (torch ops in Python, ATen/cuBLAS/cuDNN in the extension, "
@@ -168,7 +171,7 @@ def _eval_config(args: argparse.Namespace, device: str) -> EvalConfig:
                           budget_s=args.timing_budget, input_sets=max(1, args.input_sets),
                           spot_checks=min(2, max(1, args.input_sets)))
     return EvalConfig(device=device, precision=args.precision, atol=args.atol, rtol=args.rtol, trials=args.trials,
-                      seed=args.eval_seed,
+                      seed=args.seed,
                       compile_baseline=not args.no_compile,
                       torch_fallback="reject" if args.torch_fallback == "reject" else "mark", timing=timing,
                       limits=Limits(build_timeout_s=args.build_timeout, run_timeout_s=args.run_timeout),
@@ -197,7 +200,7 @@ def _hardware(args: argparse.Namespace, problem: Any, device: str) -> str:
     else:
         from kernelsearch.evaluator.evaluate import host_device_name
 
-        text = f"CPU: {host_device_name('cpu')}, {os.cpu_count()} cores. The kernel runs on the CPU."
+        text = f"CPU: {host_device_name('cpu')}. The kernel runs on the CPU."  # the name has the core count
     desc = describe(problem, device)
     if not desc.error:
         text += f"\nThe kernel is evaluated at these input shapes: {format_shape(desc.inputs)}."
@@ -262,13 +265,14 @@ def _confirmed_figure(store: RunStore, candidate_id: str) -> str:
     """The kernel's figure once re-verified (a confirmed time replaces the screening one), as
     `show` prints it below, so the progress figures above are not the last word."""
     from kernelsearch.search.ranking import pct_text
+    from kernelsearch.search.report import figure
 
     best = store.best()
-    vs_eager = store.figure(candidate_id)[0]
-    if best is None or best.candidate_id != candidate_id or vs_eager is None:
+    fig = figure(store, candidate_id)
+    if best is None or best.candidate_id != candidate_id or fig.vs_eager is None:
         return ""
     floor = f", {pct_text(best.pct_of_floor)} of the roofline floor" if best.pct_of_floor else ""
-    return f"; now {vs_eager:.2f}x vs eager{floor}"
+    return f"; now {fig.text()}{floor}"
 
 
 # -- commands -------------------------------------------------------------------------------
@@ -324,8 +328,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     failures: list = []  # problem files of a directory that failed to load
     several = False
     if args.resume is not None:
-        if args.problem or args.out or args.strategy or args.seed:
-            raise UsageError("--resume RUN_DIR continues a run: leave out PROBLEM, --out, --strategy and --seed")
+        if args.problem or args.out or args.strategy or args.seed_kernel:
+            raise UsageError("--resume RUN_DIR continues a run: leave out PROBLEM, --out, --strategy and --seed-kernel")
         dirs = find_runs(args.resume)
     else:
         if not args.problem or not args.out:
@@ -335,16 +339,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         device = args.device or default_device()
         if device == "cuda" and default_device() != "cuda" and args.phase != "propose":
             raise UsageError("--device cuda: no CUDA device is available here (use --phase propose to only generate)")
-        for path in args.seed:
+        for path in args.seed_kernel:
             if not path.is_file():
-                raise UsageError(f"--seed {path}: no such file")
+                raise UsageError(f"--seed-kernel {path}: no such file")
         if args.strategy and args.llm:  # before loading: once files fail to load, the exit status is 3
             _check_provider(RunConfig(strategy=args.strategy, llm=args.llm, problem_name="", backend="",
                                       llm_timeout=args.llm_timeout, base_url=args.base_url,
                                       api_key_env=args.api_key_env))
         problems, failures = load_problem_set(args.problem)  # failures reported on stderr
         warn_flagged(problems, device, args.precision)  # the problem linter's advice, on stderr
-        seeds = [Candidate.from_file(s) for s in args.seed]
+        seeds = [Candidate.from_file(s) for s in args.seed_kernel]
         several = len(problems) + len(failures) > 1
         dirs = [args.out / p.name for p in problems] if several else [args.out]
         for d in dirs:
@@ -409,7 +413,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_best(args: argparse.Namespace) -> int:
-    from kernelsearch.search.report import published
+    from kernelsearch.search.report import figure, published
 
     dirs = find_runs(args.run_dir, one=True)
     with RunStore(dirs[0]) as store:
@@ -422,12 +426,11 @@ def cmd_best(args: argparse.Namespace) -> int:
                 f"`kernelsearch run --resume {dirs[0]} --torch-fallback allow` ranks them)" if held else ""))
         source = store.candidate(best.candidate_id).source
         pub = published(store, best.candidate_id, run.config.eval.device)
-        vs_eager = store.figure(best.candidate_id)[0]
+        fig = figure(store, best.candidate_id)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(source)
-    conf = pub["confirmation"]
-    figure = f"{vs_eager:.2f}x vs eager" if vs_eager else "speedup unknown"  # as `show` and progress show it
-    if conf is not None:
-        figure += f" ±{100 * conf['speedup_rel_spread']:.0f}%"
-    print(f"wrote {args.output}: candidate {best.candidate_id}, {figure} ({pub['timed']})", file=sys.stderr)
+    text = fig.text() if fig.vs_eager else "speedup unknown"  # as `show`, progress and the HTML report give it
+    if fig.spread is not None:
+        text += f" ±{100 * fig.spread:.0f}%"
+    print(f"wrote {args.output}: candidate {best.candidate_id}, {text} ({pub['timed']})", file=sys.stderr)
     return 0

@@ -53,7 +53,7 @@ SCHEMA: tuple[Column, ...] = (
     Column("kernel_source", "string", "the kernel: a Python file defining `ModelNew`"),
     Column("backend", "string", "cpp, cuda, triton or torch"),
     Column("round", "int64", "round of the run that proposed it (0: seeds or the first LLM round)"),
-    Column("origin", "string", "`llm` (proposed by the model) or `seed` (given with --seed)"),
+    Column("origin", "string", "`llm` (proposed by the model) or `seed` (given with --seed-kernel)"),
     Column("model", "string", "model that wrote it; null for seeds"),
     Column("parent_ids", "list<string>", "candidate ids of its direct parents (two for a crossover)"),
     Column("device", "string", "cpu or cuda"),

@@ -16,6 +16,7 @@ from typing import Any
 
 ROLES = ("system", "user", "assistant")
 KEY_VERSION = 1  # bump when the key recipe changes, so old cache entries stop matching
+DEFAULT_TIMEOUT_S = 600.0  # seconds a request may take (exchange: wait for its answer) unless --llm-timeout says otherwise
 
 
 @dataclass(frozen=True)

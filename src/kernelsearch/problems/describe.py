@@ -2,8 +2,10 @@
 
 Everything runs on the ``meta`` device, so describing a GPU-sized problem costs no memory and
 no time here. FLOPs come from torch's FlopCounterMode, which counts matrix products and
-convolutions (the terms that decide whether a problem is compute-bound); elementwise work is
-not counted. A problem may define ``get_flops()`` (called after CPU_SIZES are applied) where the
+convolutions (the terms that decide whether a problem is compute-bound, and the only ones the
+roofline's compute floor uses); the other ops' work (elementwise, reductions, softmax, norms) is
+estimated apart as ``elementwise_ops``, one operation per element of each such op's largest
+operand, so that a softmax is not listed as no work at all. A problem may define ``get_flops()`` (called after CPU_SIZES are applied) where the
 counter's figure is not the work the problem needs: on ``meta``, causal attention is counted as
 the full s x s product, twice what a kernel that skips the masked half must do, and a floor
 twice too high would put a kernel at the hardware's limit at 200 % of it.
@@ -36,7 +38,10 @@ class ProblemDescription:
     inputs: list[TensorInfo | str] = field(default_factory=list)
     outputs: list[TensorInfo] = field(default_factory=list)
     param_bytes: int = 0
-    flops: int | None = None
+    flops: int | None = None  # matrix products and convolutions (the roofline's compute term)
+    # the other ops' work: one per element of each op's largest operand (views and allocations
+    # not counted); an estimate for people, not in the roofline
+    elementwise_ops: int | None = None
     min_bytes: int | None = None
     # the most bytes of tensors made by one forward alive at once (outputs included); None: unknown
     forward_peak_bytes: int | None = None
@@ -55,6 +60,16 @@ class ProblemDescription:
         return self.flops / self.min_bytes
 
 
+def _numels(values) -> list[int]:
+    out: list[int] = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            out.append(v.numel())
+        elif isinstance(v, (list, tuple)):
+            out.extend(_numels(v))
+    return out
+
+
 def _info(t: torch.Tensor) -> TensorInfo:
     return TensorInfo(list(t.shape), str(t.dtype).removeprefix("torch."), t.numel() * t.element_size())
 
@@ -65,20 +80,34 @@ class _LiveBytes(TorchDispatchMode):
     do not count). An estimate of the reference's working memory, which the inputs, outputs
     and parameters alone miss (a deep network's activations)."""
 
-    def __init__(self) -> None:
+    def __init__(self, counted: frozenset = frozenset()) -> None:
+        """``counted``: the op packets the FLOP counter counts, left out of ``elementwise_ops``."""
         super().__init__()
         self.live = 0
         self.peak = 0
         self.ops: set[str] = set()
+        self.counted = counted
+        self.elementwise_ops = 0
 
     def _free(self, n: int) -> None:
         self.live -= n
+
+    def _count(self, func, args, kwargs, flat, returns) -> None:
+        """Add an op the FLOP counter skips to ``elementwise_ops``: views (every result an
+        alias, not in place) and fresh allocations do no arithmetic."""
+        name = func.overloadpacket.__name__
+        if func.overloadpacket in self.counted or name.startswith(("empty", "new_empty")):
+            return
+        if returns and all(r.alias_info is not None for r in returns) and not name.endswith("_"):
+            return
+        self.elementwise_ops += max(_numels(args) + _numels(list(kwargs.values())) + _numels(flat), default=0)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         self.ops.add(func.overloadpacket.__name__)
         returns = func._schema.returns
         flat = out if isinstance(out, (tuple, list)) else (out,)
+        self._count(func, args, kwargs or {}, flat, returns)
         for i, t in enumerate(flat):
             if not isinstance(t, torch.Tensor) or not returns:
                 continue
@@ -111,7 +140,7 @@ def describe(problem: Problem, device: str = "cuda") -> ProblemDescription:
         desc.param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         desc.param_bytes += sum(b.numel() * b.element_size() for b in model.buffers())
         counter = FlopCounterMode(display=False)
-        live = _LiveBytes()
+        live = _LiveBytes(frozenset(counter.flop_registry))
         with torch.no_grad(), counter, live:
             out = model(*inputs)
         desc.forward_peak_bytes = live.peak
@@ -119,6 +148,7 @@ def describe(problem: Problem, device: str = "cuda") -> ProblemDescription:
         outs = [out] if isinstance(out, torch.Tensor) else [o for o in out if isinstance(o, torch.Tensor)]
         desc.outputs = [_info(o) for o in outs]
         desc.flops = int(counter.get_total_flops())
+        desc.elementwise_ops = live.elementwise_ops
         if callable(getattr(module, "get_flops", None)):
             desc.flops = int(module.get_flops())
         desc.min_bytes = (

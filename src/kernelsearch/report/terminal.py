@@ -152,18 +152,37 @@ def precision_label(p) -> str:
     return f"{p.own_precision} {p.precision_source}" + (f" ({p.precision_note})" if p.precision_note else "")
 
 
+def work_text(flops: int | None, elementwise: int | None, unit: float) -> str:
+    """A problem's work in ``unit`` (1e9: GFLOP): its matmul/conv FLOPs, plus the other ops'
+    element operations where they are not a rounding error beside them ("0.54 elem." for a
+    softmax, which has no matrix product)."""
+    if flops is None:
+        return "-"
+    text = f"{flops / unit:.1f}"
+    if elementwise and elementwise >= 0.01 * flops:
+        text = f"{elementwise / unit:.3g} elem." if not flops else f"{text} + {elementwise / unit:.3g} elem."
+    return text
+
+
 def print_problems(rows) -> None:
-    t = Table(title="problems", header_style="bold")
-    for col in ("name", "level", "precision", "GPU inputs", "GFLOP", "min MB", "CPU inputs", "CPU MFLOP", "CPU min MB", "eager runs"):
+    """The `problems` table. The library column (the problem's LIBRARY: the library kernel
+    eager runs, which `show` compares the best kernel with) is shown only when some problem
+    names one, as the wall problems do."""
+    library = any(p.library for p, _, _ in rows)
+    t = Table(title="problems", header_style="bold",
+              caption="GFLOP/MFLOP: matrix products and convolutions (the roofline's compute term); elem.: "
+                      "the other ops' work, one operation per element of each op's largest operand (an estimate)")
+    cols = ["name", "level", "precision", "GPU inputs", "GFLOP", "min MB", "CPU inputs", "CPU MFLOP", "CPU min MB"]
+    for col in cols + (["library kernel eager runs"] if library else []):
         t.add_column(col, overflow="fold")
     for p, g, c in rows:
         t.add_row(
             p.name, str(p.level or p.group or "-"), precision_label(p), _shapes(g),
-            f"{g.flops / 1e9:.1f}" if g.flops is not None else "-",
+            work_text(g.flops, g.elementwise_ops, 1e9),
             f"{g.min_bytes / 1e6:.0f}" if g.min_bytes is not None else "-",
             _shapes(c),
-            f"{c.flops / 1e6:.1f}" if c.flops is not None else "-",
+            work_text(c.flops, c.elementwise_ops, 1e6),
             f"{c.min_bytes / 1e6:.2f}" if c.min_bytes is not None else "-",
-            p.library or "-",
+            *([p.library or "-"] if library else []),
         )
     console.print(t)

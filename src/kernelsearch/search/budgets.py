@@ -50,6 +50,7 @@ class Spent:
     cost_usd: float = 0.0
     elapsed_s: float = 0.0
     best_speedup: float | None = None
+    best_basis: str = ""  # what best_speedup is (ranking.Figure.short): confirmed or a single evaluation
     best_pct_of_floor: float | None = None  # the same kernel's ranked time against its roofline floor
     held_out: int = 0  # correct kernels kept out of the ranking as PyTorch's work (torch_fallback)
 

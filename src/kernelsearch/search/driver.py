@@ -26,6 +26,7 @@ from kernelsearch.llm.base import PendingResponse
 from kernelsearch.llm.client import LLMClient, Totals
 from kernelsearch.llm.pricing import PriceTable
 from kernelsearch.llm.prompts import PromptLibrary
+from kernelsearch.llm.providers.exchange import resume_instructions
 from kernelsearch.llm.registry import make_provider
 from kernelsearch.problems.loader import Problem, load_problem
 from kernelsearch.records.candidate import Candidate
@@ -43,6 +44,7 @@ from kernelsearch.search.calls import RunCallLog
 from kernelsearch.search.config import RunConfig
 from kernelsearch.search.progress import View
 from kernelsearch.search.proposer import Proposer, RoundFailed, prime_replay
+from kernelsearch.search.report import figure
 from kernelsearch.search.store import PROBLEM_DIR, RunLock, RunStore
 from kernelsearch.search.strategies import SearchContext, make_strategy
 
@@ -117,9 +119,10 @@ class Driver:
     def spent(self) -> Spent:
         u = self.store.usage()
         best = self.store.best()
+        fig = figure(self.store, best.candidate_id) if best else None
         return Spent(rounds=self.store.llm_rounds(), candidates=self.store.count_proposed(),
                      tokens=u.tokens, cost_usd=u.cost_usd, elapsed_s=self.clock.elapsed(),
-                     best_speedup=self.store.figure(best.candidate_id)[0] if best else None,
+                     best_speedup=fig.vs_eager if fig else None, best_basis=fig.short if fig else "",
                      best_pct_of_floor=best.pct_of_floor if best else None,
                      held_out=len(self.store.held_out()))
 
@@ -199,9 +202,10 @@ class Driver:
         self.store.mark_evaluated(cid, done)
         self.clock.checkpoint()
         spent = self.spent()
+        fig = figure(self.store, cid)
         self.view.evaluated(n, cid, self.store.result(cid), spent, self._evaluated(),
-                            speedup=self.store.figure(cid)[0],
-                            held_out=cid in self.store.held_out())
+                            speedup=fig.vs_eager, held_out=cid in self.store.held_out(),
+                            basis=fig.short)
         return target_stop(self.config.budgets, spent)
 
     def _finish(self, stop: Stop) -> Stop:
@@ -256,8 +260,9 @@ class Driver:
             return b.stop
         except PendingResponse as p:
             count = 1 + len(p.more)
-            return Stop("llm_pending", f"{count} request(s) wait for an answer in {p.path.parent.parent}; "
-                                       f"answer them, then `kernelsearch run --resume {self.store.dir}`")
+            return Stop("llm_pending", f"{count} request(s) wait for an answer in {p.path.parent.parent} "
+                                       f"(its README.txt says how); once answered, "
+                                       f"{resume_instructions(str(self.store.dir))}")
         except RoundFailed as e:
             return Stop("llm_error", str(e)[:500])
         finally:

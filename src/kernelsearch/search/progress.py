@@ -25,13 +25,15 @@ class View:
     def proposed(self, n: int, candidates: int, spent: Spent) -> None: ...
     def evaluating(self, n: int, count: int) -> None: ...
     def evaluated(self, n: int, candidate_id: str, result: EvalResult | None, spent: Spent, evaluated: int,
-                  speedup: float | None = None, held_out: bool = False) -> None: ...
+                  speedup: float | None = None, held_out: bool = False, basis: str = "") -> None: ...
     def stopped(self, stop: Stop, spent: Spent, evaluated: int) -> None: ...
     def close(self) -> None: ...
 
 
 def _status_line(n: int | None, spent: Spent, evaluated: int) -> Text:
     best = f"{spent.best_speedup:.2f}x" if spent.best_speedup is not None else "-"
+    if spent.best_speedup is not None and spent.best_basis:
+        best += f" ({spent.best_basis})"  # what the figure is: ranking.Figure.short
     return Text.assemble(
         ("round ", "dim"), (str(n) if n is not None else "-", "bold"),
         ("  evaluated ", "dim"), (str(evaluated), "bold"),
@@ -78,12 +80,12 @@ class RichView(View):
         self._print(f"round {n}: evaluating {count} candidate(s)")
 
     def evaluated(self, n: int, candidate_id: str, result: EvalResult | None, spent: Spent, evaluated: int,
-                  speedup: float | None = None, held_out: bool = False) -> None:
-        """``speedup``: the kernel's, against the run's pooled baseline (search.ranking);
-        ``held_out``: correct, but kept out of the ranking as PyTorch's work (torch_fallback)."""
+                  speedup: float | None = None, held_out: bool = False, basis: str = "") -> None:
+        """``speedup``: the kernel's figure (search.report.figure), ``basis`` what it is (its
+        short label); ``held_out``: correct, but kept out of the ranking as PyTorch's work."""
         if result is not None:
             style = _STYLE.get(result.status.value, "yellow")
-            sp = f" {speedup:.2f}x" if speedup is not None else ""
+            sp = f" {speedup:.2f}x" + (f" ({basis})" if basis else "") if speedup is not None else ""
             held = " [yellow]held out (torch_fallback: PyTorch did the work)[/]" if held_out else ""
             self._print(f"  {candidate_id} [{style}]{result.status.value}[/]{sp}{held}  "
                         f"[dim]{escape(result.reason[:90])}[/]")

@@ -75,6 +75,36 @@ def pct_text(pct: float) -> str:
 
 
 @dataclass(frozen=True)
+class Figure:
+    """A correct kernel's speedups as every report shows them, and what they are: confirmed
+    (the median over fresh processes, each against the eager timed beside it) or from its single
+    evaluation, against the run's pooled baseline."""
+
+    vs_eager: float | None
+    vs_compile: float | None
+    confirmed: bool = False
+    processes: int = 0  # confirmed: the fresh processes timed
+    pooled: int = 0  # single evaluation: the eager timings in the pooled baseline
+    spread: float | None = None  # confirmed: relative spread of the speedup over the processes
+
+    @property
+    def basis(self) -> str:
+        """The few words each report puts beside the figure."""
+        if self.confirmed:
+            return f"confirmed over {self.processes} processes"
+        return "single evaluation, vs the run's pooled eager"
+
+    @property
+    def short(self) -> str:
+        """The basis in a word or two, for the live status line."""
+        return "confirmed" if self.confirmed else "single evaluation"
+
+    def text(self) -> str:
+        """"0.08x vs eager (confirmed over 3 processes)"; "-" when there is none."""
+        return "-" if self.vs_eager is None else f"{self.vs_eager:.2f}x vs eager ({self.basis})"
+
+
+@dataclass(frozen=True)
 class Baseline:
     """The pooled baseline of one problem on one device in a run."""
 

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from kernelsearch.evaluator.timing.ceilings import describe_roofline
 from kernelsearch.problems.loader import declared_string
-from kernelsearch.search.ranking import pct_of, pct_text, ranked_time_sql
+from kernelsearch.search.ranking import Baseline, Figure, pct_of, pct_text, ranked_time_sql
 from kernelsearch.search.store import RunStore
 
 
@@ -68,9 +68,9 @@ def trajectory(store: RunStore) -> dict[str, Any]:
                  and (v["problem_id"], v["device"]) == key and v["ranked_ms"]]
         return min(timed, key=lambda x: x[0]) if timed else None
 
-    def figure(candidate_id: str) -> float | None:
-        """The kernel's speedup vs eager as progress and the best line show it (store.figure)."""
-        return store.figure(candidate_id, base)[0]
+    def vs_eager(candidate_id: str) -> float | None:
+        """The kernel's speedup vs eager as progress and the best line show it (figure)."""
+        return figure(store, candidate_id, base).vs_eager
 
     playbook = notes_used(store)
     rounds, best_so_far = [], None
@@ -86,8 +86,8 @@ def trajectory(store: RunStore) -> dict[str, Any]:
             "round": rd.round, "kind": rd.kind, "status": rd.status, "candidates": len(rows),
             "evaluated": len(done), "correct": len(correct),
             "held_out": sum(not verdict[r["evaluation_id"]]["eligible"] for r in correct),
-            "round_best_speedup": figure(round_best[1]["candidate_id"]) if round_best else None,
-            "best_speedup": figure(best_so_far[1]["candidate_id"]) if best_so_far else None,
+            "round_best_speedup": vs_eager(round_best[1]["candidate_id"]) if round_best else None,
+            "best_speedup": vs_eager(best_so_far[1]["candidate_id"]) if best_so_far else None,
             "best_candidate_id": best_so_far[1]["candidate_id"] if best_so_far else None,
             "idea": idea, "family": family, "playbook": playbook.get(rd.round, {}),
         })
@@ -98,9 +98,9 @@ def trajectory(store: RunStore) -> dict[str, Any]:
     m = store.best()
     if m is not None:
         idea, family = idea_label(store, by_id[m.candidate_id])
-        vs_eager, vs_compile = store.figure(m.candidate_id, base)  # confirmed: its own A/B eager
-        best = {"candidate_id": m.candidate_id, "speedup_vs_eager": vs_eager,
-                "speedup_vs_compile": vs_compile, "candidate_ms": m.ms,
+        fig = figure(store, m.candidate_id, base)  # confirmed: its own A/B eager
+        best = {"candidate_id": m.candidate_id, "speedup_vs_eager": fig.vs_eager,
+                "speedup_vs_compile": fig.vs_compile, "figure": fig.basis, "candidate_ms": m.ms,
                 "round": m.round, "origin": m.origin,
                 "backend": store.candidate(m.candidate_id).backend, "idea": idea, "family": family,
                 "verification": _verification(store, m.candidate_id),
@@ -129,6 +129,19 @@ def trajectory(store: RunStore) -> dict[str, Any]:
     }
 
 
+def figure(store: RunStore, candidate_id: str, base: Baseline | None = None) -> Figure:
+    """The one figure of a correct kernel of the run that progress, `show`, `best` and the HTML
+    report give, with what it is: `store.figure`'s numbers (its passing confirmation's A/B
+    figure where it has one, else its ranked time against the run's pooled baseline)."""
+    vs_eager, vs_compile = store.figure(candidate_id, base)
+    conf = store.archive.confirmation(candidate_id, store.key()[1])
+    if conf is not None and conf.get("ok") and conf.get("speedup_vs_eager") is not None:
+        return Figure(vs_eager, vs_compile, confirmed=True, processes=int(conf.get("processes") or 0),
+                      spread=conf.get("speedup_rel_spread"))
+    pooled = (store.baseline() if base is None else base).evaluations
+    return Figure(vs_eager, vs_compile, pooled=pooled)
+
+
 def published(store: RunStore, candidate_id: str, device: str) -> dict[str, Any]:
     """How a kernel's figure was obtained: its passing confirmation (evaluator/confirm.py), or
     one screening process."""
@@ -148,6 +161,23 @@ def _verification(store: RunStore, candidate_id: str) -> str:
 def eager_label(library: str) -> str:
     """What the eager baseline is called: "eager (cuBLAS ...)" where the problem names its library."""
     return f"eager ({library})" if library else "eager"
+
+
+def roofline_line(best: dict[str, Any]) -> str:
+    """`show`'s one roofline line for the best kernel: the floor, and the kernel's % of it from
+    its ranked time (confirmed where confirmed), as --target-floor counts it; the evaluation's
+    own % (from its screening time) is left out, so one figure is shown, in one wording."""
+    roof = best.get("roofline")
+    pct = best.get("pct_of_floor")
+    if not roof and pct is None:
+        return ""
+    text = "roofline: " + (describe_roofline({**roof, "pct_of_floor": None, "eager_pct_of_floor": None})
+                           if roof else f"floor {_ms(best.get('floor_ms'))}")
+    if pct is not None:
+        text += f"; this kernel reaches {pct_text(pct)} of the roofline floor"
+        if roof and roof.get("eager_pct_of_floor") is not None:
+            text += f" (eager PyTorch: {pct_text(roof['eager_pct_of_floor'])})"
+    return text
 
 
 def _x(v: float | None) -> str:
@@ -177,7 +207,7 @@ def print_trajectory(t: dict[str, Any], console: Console | None = None) -> None:
     if b["candidate_id"]:
         console.print(f"best kernel: {b['candidate_id']} ({b['backend']}, round {b['round']}): "
                       f"{_x(b['speedup_vs_eager'])} vs eager, {_x(b['speedup_vs_compile'])} vs torch.compile "
-                      f"({b['verification']})",
+                      f"({b['figure']}; {b['verification']})",
                       highlight=False)
         conf = b.get("confirmation")
         if conf is not None:
@@ -186,15 +216,12 @@ def print_trajectory(t: dict[str, Any], console: Console | None = None) -> None:
                           f"({conf['method']})", highlight=False)
         else:
             console.print(f"timed: {_ms(b['candidate_ms'])} in {b['timed']}", highlight=False)
-        if b.get("roofline"):
-            console.print(escape(f"roofline: {describe_roofline(b['roofline'])}"), highlight=False)
-        hw = []
-        if b.get("pct_of_floor") is not None:
-            hw.append(f"{pct_text(b['pct_of_floor'])} of the roofline floor ({_ms(b['floor_ms'])})")
+        roofline = roofline_line(b)
+        if roofline:
+            console.print(escape(roofline), highlight=False)
         if b.get("pct_of_library") is not None:
-            hw.append(f"{pct_text(b['pct_of_library'])} of {t['eager_label']}")
-        if hw:
-            console.print(escape("against the hardware: " + "; ".join(hw)), highlight=False)
+            console.print(escape(f"against the library: {pct_text(b['pct_of_library'])} of {t['eager_label']}"),
+                          highlight=False)
         base = t["baseline"]
         console.print(f"round speedups are against the run's baseline: {escape(t['eager_label'])} {_ms(base['eager_ms'])}, "
                       f"torch.compile {_ms(base['compile_ms'])} "

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from kernelsearch.llm.base import (
+    DEFAULT_TIMEOUT_S,
     LLMError,
     LLMRequest,
     LLMResponse,
@@ -51,7 +52,7 @@ class AnthropicProvider(Provider):
         base_url: str | None = None,
         api_key: str | None = None,
         api_key_env: str = "ANTHROPIC_API_KEY",
-        timeout: float = 600.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         sdk_max_retries: int = 0,
         send_temperature: bool = True,
         client: Any = None,

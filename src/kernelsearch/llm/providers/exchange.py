@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
+import textwrap
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelsearch.llm.base import (
+    DEFAULT_TIMEOUT_S,
     LLMError,
     LLMRequest,
     LLMResponse,
@@ -37,15 +41,36 @@ from kernelsearch.llm.base import (
     Usage,
 )
 
-_README = """\
-kernelsearch exchange directory.
-
+# The answer format: the README.txt written into every exchange directory, and docs/search.md
+# (a test checks that the page quotes it as it is here).
+ANSWER_FORMAT = """\
 requests/<id>.json   questions written by kernelsearch (messages, model, temperature, ...)
 responses/<id>.json  answers: {"content": "..."}, optional "usage":
-                     {"input_tokens": N, "output_tokens": N}; or {"error": "why"} to refuse.
+                     {"input_tokens": N, "output_tokens": N}, "model", "finish_reason";
+                     or {"error": "why"} to refuse.
 
-Write each answer to a temporary name in responses/ and rename it to <id>.json.
-Re-running kernelsearch with the same settings picks up answered requests.
+Write each answer to a temporary name in responses/ and rename it to <id>.json."""
+
+
+def resume_instructions(run_dir: str = "RUN_DIR") -> str:
+    """What to do once the requests are answered: the one text the README and a waiting run give."""
+    return f"`kernelsearch run --resume {run_dir}` picks the answers up (nothing answered is asked again)"
+
+
+def wait_text(timeout: float | None) -> str:
+    """How long the provider waits for each answer, in words."""
+    if timeout is None:
+        return "waits for each answer until it comes"
+    if timeout <= 0:
+        return "does not wait: the run stops at once and resumes once answered"
+    return f"waits up to {timeout:g} s for each answer (--llm-timeout), then the run stops until answered"
+
+
+_README = f"""\
+kernelsearch exchange directory.
+
+{ANSWER_FORMAT}
+{textwrap.fill(f"Once answered, {resume_instructions()}; RUN_DIR is the run that asked (its message names it).")}
 """
 
 
@@ -112,12 +137,15 @@ class ExchangeProvider(Provider):
         directory: str | os.PathLike[str],
         *,
         model: str = "exchange",
-        timeout: float | None = 600.0,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
         poll_interval: float = 0.5,
         malformed_grace_s: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        announce: Callable[[str], None] | None = None,
     ) -> None:
+        """``announce``: where the first question's notice goes (default: stderr), so a run
+        that waits says at once for what, where and how long."""
         self.root = Path(directory)
         self.model = model
         self.timeout = timeout
@@ -125,6 +153,9 @@ class ExchangeProvider(Provider):
         self.malformed_grace_s = malformed_grace_s
         self._clock = clock
         self._sleep = sleep
+        self._announce = announce or (lambda text: print(text, file=sys.stderr, flush=True))
+        self._announced = False
+        self._lock = threading.Lock()
 
     def request_path(self, request_id: str) -> Path:
         return self.root / "requests" / f"{request_id}.json"
@@ -144,6 +175,11 @@ class ExchangeProvider(Provider):
         readme = self.root / "README.txt"
         if not readme.exists():
             readme.write_text(_README, encoding="utf-8")
+        with self._lock:
+            first, self._announced = not self._announced, True
+        if first:
+            self._announce(f"exchange: questions in {self.root / 'requests'}, answers expected in "
+                           f"{self.root / 'responses'} (how: {readme}); kernelsearch {wait_text(self.timeout)}")
         return path
 
     def _try_read(self, path: Path) -> dict[str, Any] | None:

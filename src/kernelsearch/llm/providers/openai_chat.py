@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from kernelsearch.llm.base import (
+    DEFAULT_TIMEOUT_S,
     LLMError,
     LLMRequest,
     LLMResponse,
@@ -39,7 +40,7 @@ class OpenAIProvider(Provider):
         base_url: str | None = None,
         api_key: str | None = None,
         api_key_env: str = "OPENAI_API_KEY",
-        timeout: float = 600.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         sdk_max_retries: int = 0,
         max_tokens_param: str | None = None,
         send_temperature: bool = True,

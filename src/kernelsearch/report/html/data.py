@@ -11,7 +11,7 @@ from typing import Any
 from kernelsearch.metrics.fastp import speedup_spread
 from kernelsearch.records.result import EvalResult, Status
 from kernelsearch.search.ranking import Baseline, pct_of
-from kernelsearch.search.report import idea_label, trajectory
+from kernelsearch.search.report import figure, idea_label, trajectory
 from kernelsearch.search.store import RunStore
 
 REFERENCE = "reference"  # the PyTorch reference: parent of kernels written from scratch
@@ -20,7 +20,7 @@ REFERENCE = "reference"  # the PyTorch reference: parent of kernels written from
 @dataclass
 class CandidateRow:
     """One candidate of a run with its verdict; speedups are None unless it is correct, and
-    against the run's pooled baseline (search.ranking), as `show` reports them."""
+    the figure progress and `show` report (search.report.figure), ``figure`` saying which."""
 
     id: str
     round: int
@@ -35,6 +35,7 @@ class CandidateRow:
     reason: str = ""
     speedup_eager: float | None = None
     speedup_compile: float | None = None
+    figure: str = ""  # what the speedups are: confirmed over N processes, or one evaluation vs the pooled eager
     spread_eager: float | None = None
     spread_compile: float | None = None
     candidate_ms: float | None = None
@@ -206,8 +207,11 @@ def _candidate(store: RunStore, row: dict[str, Any], base: Baseline, held_out: s
     if c.held_out:
         c.reason = f"held out of the ranking: PyTorch did the work (torch_fallback); {c.reason}"
     c.ranked_ms = store.ranked_ms(c.id)
-    c.speedup_eager, c.speedup_compile = base.speedups(c.ranked_ms)
+    fig = figure(store, c.id, base)  # the figure progress and `show` give
+    c.speedup_eager, c.speedup_compile, c.figure = fig.vs_eager, fig.vs_compile, fig.basis
     c.spread_eager, c.spread_compile = speedup_spread(r, "eager"), speedup_spread(r, "compile")
+    if fig.confirmed:  # the spread over the confirming processes (its compile figure has none)
+        c.spread_eager, c.spread_compile = fig.spread, None
     c.candidate_ms, c.roofline, c.profile = r.candidate_ms, r.roofline, r.profile
     v = store.archive.verification(c.id)
     if v is not None:

@@ -82,7 +82,8 @@ def summary_table(runs: Sequence[RunData]) -> str:
             f"{r.tokens:,}",
             cost,
             f"{r.elapsed_s:.0f} s",
-            _x(best.speedup_eager if best else None, best.spread_eager if best else None),
+            _x(best.speedup_eager if best else None, best.spread_eager if best else None)
+            + (f"<br><small>{escape(best.figure)}</small>" if best and best.figure else ""),
             _x(best.speedup_compile if best else None, best.spread_compile if best else None),
             _pct(best) + bound,
             "–" if r.best_pct_of_library is None
@@ -161,7 +162,8 @@ def candidates_table(run: RunData, index: int) -> str:
             f'<span class="fam">{escape(c.family)}</span> {escape(c.idea)}',
             f'<span class="st st-{escape(c.status)}">{escape(c.status)}</span>',
             escape(reason) + verification,
-            _x(c.speedup_eager, c.spread_eager),
+            _x(c.speedup_eager, c.spread_eager)
+            + (f"<br><small>{escape(c.figure)}</small>" if c.figure.startswith("confirmed") else ""),
             _x(c.speedup_compile, c.spread_compile),
             _pct(c),
             escape(c.bound or "–"),

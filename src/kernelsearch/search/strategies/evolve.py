@@ -1,6 +1,6 @@
 """`evolve`: an archive of every correct kernel, bred by mutation and crossover.
 
-Parents are drawn from all correct kernels of the run (the user's `--seed` kernels included),
+Parents are drawn from all correct kernels of the run (the user's `--seed-kernel` kernels included),
 with weights proportional to speedup (against the run's pooled baseline, so to 1 / the kernel's
 own time: see search.ranking), a share spread evenly over all members (exploration) and
 a penalty for members already used often. A mutation asks for one new idea for its parent and
