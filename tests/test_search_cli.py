@@ -121,7 +121,7 @@ def test_seed_is_the_evaluation_seed_and_seed_kernel_the_file(tmp_path):
     with RunStore(tmp_path / "run") as store:
         run = store.run()
         assert run.config.eval.seed == 1234
-        assert [r["origin"] for r in store.lineage(run.id)].count("seed") == 1
+        assert [r["origin"] for r in store.lineage()].count("seed") == 1
 
 
 def test_provider_that_cannot_start_exits_1_and_leaves_no_run(tmp_path, monkeypatch):
