@@ -127,7 +127,7 @@ def test_branch_never_ranks_a_fallback_by_default(tmp_path, monkeypatch):
         shown = io.StringIO()
         print_trajectory(t, Console(file=shown, width=250))
         assert "3/3 (1 held out)" in shown.getvalue() and "held out: 1 correct kernel(s)" in shown.getvalue()
-        assert f"{fb} correct 4.00x held out (torch_fallback" in out.getvalue()  # the progress line
+        assert f"{fb} correct 4.00x (single evaluation) held out (torch_fallback" in out.getvalue()  # progress line
         assert "held out 1" in out.getvalue()  # the status line
 
         exported = {r["candidate_id"] for r in run_rows(store, include_unverified=True)}
