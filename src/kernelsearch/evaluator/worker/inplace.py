@@ -82,5 +82,5 @@ def apply(inputs: list, fresh, change: Change) -> None:
             return
         mask = torch.zeros(x.shape, dtype=torch.bool, device=x.device)
         mask.view(-1)[change.start:change.stop] = True
-        mask |= mask.mT
+        mask = mask | mask.mT
         x.copy_(torch.where(mask, fresh, x))
