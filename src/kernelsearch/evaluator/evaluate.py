@@ -506,7 +506,7 @@ def _judged(prep: Prepared, judge: WorkerOutcome, report: _Report) -> list[Verdi
     """The judge's checks and the profiler's cross-check, each failure; for a kernel that failed
     none (the run's own failures included), where it stands and where its time goes."""
     res, cand_out = prep.res, report.outcome
-    failed = [v for v in (decide.stale_output(res.checks),
+    failed = [v for v in (None if report.mutated else decide.stale_output(res.checks),  # mutated: incorrect
                           decide.checks_verdict(res.checks, report.expected, report.mutated,
                                                 (cand_out.first(Kind.PARAMS) or {}).get("digest"),
                                                 (judge.first(Kind.PARAMS) or {}).get("digest")),
