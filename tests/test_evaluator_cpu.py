@@ -53,8 +53,9 @@ def test_status(name, cpu_config, archive, monkeypatch):
         assert result.eager_ms and result.eager_ms > 0
         assert result.speedup_vs_eager == pytest.approx(result.eager_ms / result.candidate_ms)
         assert result.max_abs_error is not None and result.max_abs_error <= 1e-5
-        # 5 trials + determinism + 1 timed-call spot check, all judged
-        assert len(result.checks) == 7 and all(c.ok for c in result.checks)
+        # 5 trials + determinism + the in-place change + 1 timed-call spot check, all judged
+        assert len(result.checks) == 8 and all(c.ok for c in result.checks)
+        assert any(c.tag.startswith("in-place change of input ") for c in result.checks), result.checks
     if status is Status.COMPILE_ERROR and name.startswith("cpp"):
         assert "error" in result.build_log and "pb[j]" in result.build_log  # the compiler's own words
     if status is Status.INCORRECT and name != "py_mutates":

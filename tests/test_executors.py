@@ -435,7 +435,7 @@ def test_duplicates_across_runs_come_from_the_archive(cpu_config, tmp_path):
         assert a.count("dedup") == 2
     assert runs == ["py_correct", "py_correct"]
     assert again.duplicate_of == c.id and again.status is first.status is Status.CORRECT
-    assert other.duplicate_of == "" and len(other.checks) == 2 + 1 + 1
+    assert other.duplicate_of == "" and len(other.checks) == 2 + 1 + 1 + 1
 
 
 def test_a_worker_killed_by_sigkill_is_a_crash_and_the_queue_goes_on(cpu_config, tmp_path):

@@ -50,5 +50,5 @@ def test_an_evaluation_in_a_memory_backed_directory(cpu_config, archive, monkeyp
     result = evaluate(problem, Candidate.from_file(DATA / "candidates" / "py_correct.py"), cpu_config, archive)
     assert made and made[0].parent == scratch.SHM
     assert result.status is Status.CORRECT, (result.reason, result.output_excerpt[-2000:])
-    assert len(result.checks) == 7 and all(c.ok for c in result.checks)
+    assert len(result.checks) == 8 and all(c.ok for c in result.checks)
     assert not made[0].exists()  # cleaned up

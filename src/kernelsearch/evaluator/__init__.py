@@ -9,7 +9,7 @@ from kernelsearch.records.protocol import Kind, Role, register_role
 _W = "kernelsearch.evaluator"
 register_role(Role(
     "candidate", f"{_W}.worker.candidate:run_candidate",
-    frozenset({Kind.PHASE, Kind.BUILT, Kind.HANDOVER, Kind.PARAMS, Kind.TRIAL, Kind.OBSERVED, Kind.STREAM_ORDER,
+    frozenset({Kind.PHASE, Kind.BUILT, Kind.HANDOVER, Kind.PARAMS, Kind.TRIAL, Kind.INPLACE, Kind.OBSERVED, Kind.STREAM_ORDER,
                Kind.TIMING, Kind.PROFILE, Kind.DONE}),
     # torch._dynamo (through integrity) is most of a worker's start-up: imported while it waits
     preload=("torch.utils.cpp_extension", "torch.profiler", f"{_W}.worker.guards", f"{_W}.timing.loop",

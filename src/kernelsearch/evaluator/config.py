@@ -36,6 +36,11 @@ LATE_RETRIES = 3
 # only a call whose caller's stream waits for its side streams (or outlasts the gate) takes all
 STREAM_ORDER_CALLS = 3
 ORDER_FILE = "order0.kst"  # the stream-order check's snapshot, handed to the judge
+# the partial in-place change check (worker/inplace.py): the output after the change, and the tag
+# of the judge's check on it; a stale output (the reference on the unchanged input) gets STALE_TAG
+INPLACE_FILE = "inplace0.kst"
+INPLACE_TAG = "in-place change of input "
+STALE_TAG = "stale after an in-place change of input "
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,10 @@ class EvalConfig:
     # rejects a forward that returns while work it queued on another stream is not ordered
     # before the caller's stream
     stream_check: bool = True
+    # one call pair after the trials: a fresh input set, then part of one input rewritten in
+    # place (same tensor, same address, its head kept) and forward called again; the output must
+    # follow, which rejects a kernel that memoizes by address and a sample of the contents
+    inplace_check: bool = True
     # the GPU (index among those visible here) an executor lane pins both workers to, through
     # CUDA_VISIBLE_DEVICES; None: whatever is visible. Not part of any cache key: the same
     # model of GPU gives the same baselines.

@@ -25,7 +25,13 @@ from typing import Any
 
 from kernelsearch.evaluator.builds.cache import build_dir, building
 from kernelsearch.evaluator.builds.stream_shim import ShimUnavailable, shim_path
-from kernelsearch.evaluator.config import LATE_RETRIES, ORDER_FILE, STREAM_ORDER_CALLS, EvalConfig
+from kernelsearch.evaluator.config import (
+    INPLACE_FILE,
+    LATE_RETRIES,
+    ORDER_FILE,
+    STREAM_ORDER_CALLS,
+    EvalConfig,
+)
 from kernelsearch.evaluator.feasibility import (
     MemoryNeed,
     device_handover_budget,
@@ -146,7 +152,7 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
 
     # 2. seeds: secret unless the user fixed one for an exact re-run
     res.seed = config.seed
-    init_seed, trial_seeds, timing_seeds, order_seeds = draw_seeds(config, config.trials)
+    init_seed, trial_seeds, timing_seeds, order_seeds, inplace_seeds = draw_seeds(config, config.trials)
     shim_env, shim_why = stream_shim_env(config)
     if shim_why:
         res.errors.append(f"no stream shim ({shim_why}): the timed loops hold torch's pool streams, which slowed "
@@ -168,7 +174,7 @@ def prepare(problem: Problem, candidate: Candidate, config: EvalConfig) -> Prepa
         common = _common_job(problem, config, init_seed, timing_seeds, out_dir, shim_env.get(_SHIM_ENV, ""))
         prep.cand_job = CandidateJob(**common, candidate_path=str(cand_path), trial_seeds=trial_seeds,
                                      backend=candidate.backend, kernel_names=sc.kernels, profile=config.profile,
-                                     order_seeds=order_seeds, device_handover_bytes=device_bytes)
+                                     order_seeds=order_seeds, inplace_seeds=inplace_seeds, device_handover_bytes=device_bytes)
         prep.judge_job = JudgeJob(**common, atol=atol, rtol=rtol,
                                   # the user's own tolerance is taken as given; the problem's is guarded against vacuity
                                   guard_vacuous=config.atol is None and config.rtol is None,
@@ -214,11 +220,13 @@ def _memory_need(problem: Problem, config: EvalConfig) -> MemoryNeed | None:
     return memory_need(describe_cached(problem, config.device), config)
 
 
-def draw_seeds(config: EvalConfig, trials: int) -> tuple[int, list[int], list[int], list[int]]:
-    """Model-init, trial, timing and stream-order seeds: secret unless the user fixed one for
-    an exact re-run. Fresh inputs take one timing seed per call (warm-up calls first); else a
-    few sets rotated. The stream-order check (CUDA) takes one per call, none of them used
-    elsewhere, so no call of the check sees the inputs of another or of a timed call."""
+def draw_seeds(config: EvalConfig, trials: int) -> tuple[int, list[int], list[int], list[int], list[int]]:
+    """Model-init, trial, timing, stream-order and in-place-change seeds: secret unless the user
+    fixed one for an exact re-run. Fresh inputs take one timing seed per call (warm-up calls
+    first); else a few sets rotated. The stream-order check (CUDA) takes one per call, none of
+    them used elsewhere, so no call of the check sees the inputs of another or of a timed call.
+    The in-place change takes two: its inputs, and the draw its fresh values, input and place
+    come from (drawn last, so a fixed seed gives the other checks the seeds it gave before)."""
     rng = random.Random(config.seed) if config.seed is not None else secrets.SystemRandom()
     draw = lambda: rng.randrange(1, 2**31 - 1)  # noqa: E731
     init_seed = draw()
@@ -227,7 +235,8 @@ def draw_seeds(config: EvalConfig, trials: int) -> tuple[int, list[int], list[in
     n = t.warmup + t.max_reps + LATE_RETRIES if t.fresh_inputs else t.input_sets
     timing_seeds = [draw() for _ in range(n)]
     n_order = 1 + STREAM_ORDER_CALLS if config.device == "cuda" and config.stream_check else 0
-    return init_seed, trial_seeds, timing_seeds, [draw() for _ in range(n_order)]
+    order_seeds = [draw() for _ in range(n_order)]
+    return init_seed, trial_seeds, timing_seeds, order_seeds, [draw() for _ in range(2 if config.inplace_check else 0)]
 
 
 def stream_shim_env(config: EvalConfig) -> tuple[dict[str, str], str]:
@@ -266,7 +275,7 @@ def judge_cache_env(home: Path) -> dict[str, str]:
             "TRITON_CACHE_DIR": str(home / "judge-cache" / "triton")}
 
 
-_OUTPUT_NAME = re.compile(rf"(trial\d+|repeat0|timed\d+)\.kst|{re.escape(ORDER_FILE)}")
+_OUTPUT_NAME = re.compile(rf"(trial\d+|repeat0|timed\d+)\.kst|{re.escape(ORDER_FILE)}|{re.escape(INPLACE_FILE)}")
 
 
 def _give_outputs(prep: Prepared, res: EvalResult) -> int:
@@ -322,7 +331,7 @@ def measure_baselines(problem: Problem, config: EvalConfig, archive: BaselineSto
     key = baseline_key(problem, config)
     if archive.get_baseline(key) is not None:
         return True
-    init_seed, _, timing_seeds, _ = draw_seeds(config, 0)
+    init_seed, _, timing_seeds, *_ = draw_seeds(config, 0)
     with tempfile.TemporaryDirectory(prefix="ks-baselines-") as tmp:
         out_dir = Path(tmp) / "out"
         out_dir.mkdir()
@@ -363,6 +372,7 @@ class _Report:
     late: int
     spots: list
     check_order: dict | None
+    check_inplace: dict | None  # the in-place change the judge makes again, and whether the worker reported its output
     mutated: list[dict]
     expected: int  # outputs the judge must check
     # checks the run failed that do not stop the judge (an impossible time, PyTorch compute under
@@ -413,13 +423,16 @@ def _candidate_report(prep: Prepared, cand: WorkerOutcome) -> Verdict | _Report:
     config, res = prep.config, prep.res
     assert prep.cand_job is not None
     trial_seeds, timing_seeds, order_seeds = prep.cand_job.trial_seeds, prep.cand_job.timing_seeds, prep.cand_job.order_seeds
+    inplace_seeds = prep.cand_job.inplace_seeds
     verdict = (decide.candidate_failure(cand, config.limits)
                or decide.forged(cand.messages, len(trial_seeds), config.timing, len(timing_seeds), len(order_seeds),
-                             refused=cand.protocol_error))
+                             refused=cand.protocol_error, inplace=bool(inplace_seeds)))
     if verdict is not None:
         return verdict
     order = cand.first(Kind.STREAM_ORDER)
     check_order = {"file": order["file"], "seed": order_seeds[order["input"]]} if order else None
+    reported = bool((cand.first(Kind.INPLACE) or {}).get("file"))
+    check_inplace = {"file": INPLACE_FILE, "seeds": inplace_seeds, "reported": reported} if inplace_seeds else None
     if order and (order.get("shim") or order.get("unheld_streams")):
         res.errors.append(f"stream-order check: not every stream the candidate made was held back (shim: "
                           f"{str(order.get('shim') or 'loaded')[:200]}; unheld: {order.get('unheld_streams')})")
@@ -435,8 +448,9 @@ def _candidate_report(prep: Prepared, cand: WorkerOutcome) -> Verdict | _Report:
     if verdict is not None:
         return verdict
     failed.append(decide.too_fast(samples, prep.problem, config.device, host_device_name(config.device)))
-    return _Report(cand, samples, late, spots, check_order, [m for m in cand.events(Kind.TRIAL) if m.get("mutated_inputs")],
-                   expected=len(trial_seeds) + 1 + len(spots) + (check_order is not None),
+    return _Report(cand, samples, late, spots, check_order, check_inplace,
+                   [m for m in cand.events(Kind.TRIAL) if m.get("mutated_inputs")],
+                   expected=len(trial_seeds) + 1 + len(spots) + (check_order is not None) + reported,
                    failed=[v for v in failed if v is not None])
 
 
@@ -452,7 +466,7 @@ def _judge(prep: Prepared, report: _Report, cached: Baselines | None) -> Verdict
     except OSError as e:
         return decide.handover_failure(e)
     assert prep.judge_job is not None
-    job = replace(prep.judge_job, check_spots=report.spots, check_order=report.check_order,
+    job = replace(prep.judge_job, check_spots=report.spots, check_order=report.check_order, check_inplace=report.check_inplace,
                   baselines="all" if cached is None else "eager", handover_limit=passed)
     judge = _run_judge(prep.judge, job, prep.config)
     res.phase_s.update(_phases("judge", judge))
@@ -491,7 +505,8 @@ def _judged(prep: Prepared, judge: WorkerOutcome, report: _Report) -> list[Verdi
     """The judge's checks and the profiler's cross-check, each failure; for a kernel that failed
     none (the run's own failures included), where it stands and where its time goes."""
     res, cand_out = prep.res, report.outcome
-    failed = [v for v in (decide.checks_verdict(res.checks, report.expected, report.mutated,
+    failed = [v for v in (None if report.mutated else decide.stale_output(res.checks),  # mutated: incorrect
+                          decide.checks_verdict(res.checks, report.expected, report.mutated,
                                                 (cand_out.first(Kind.PARAMS) or {}).get("digest"),
                                                 (judge.first(Kind.PARAMS) or {}).get("digest")),
                           decide.profile_mismatch(cand_out.first(Kind.PROFILE), res.candidate_timing))

@@ -79,6 +79,7 @@ class CandidateJob(ProblemJob):
     kernel_names: list[str] | None = None  # CUDA: the kernels the profiler must see (None: no check)
     profile: bool = False  # CPU: one profiled forward
     order_seeds: list[int] = field(default_factory=list)  # CUDA stream-order check, one per call
+    inplace_seeds: list[int] = field(default_factory=list)  # the partial in-place change pair (worker/inplace.py)
     stream_shim: str = ""  # its path, so that the sandbox makes it readable
     device_handover_bytes: int = 0  # outputs handed to the judge in device memory up to this
     skip_timing: bool = False  # correctness only (sanitizer and profiler runs)
@@ -100,6 +101,7 @@ class JudgeJob(ProblemJob):
     # {"input_set": int, "file": str} per spot-checked timed call, from the candidate's report
     check_spots: list[dict[str, Any]] = field(default_factory=list)
     check_order: dict[str, Any] | None = None  # {"file": str, "seed": int}: the stream-order snapshot
+    check_inplace: dict[str, Any] | None = None  # {"file", "seeds", "reported"}: the in-place change pair
     baselines: Baselines = "none"
     compile_baseline: bool = False
     handover_limit: int = 0  # outputs the parent passed in device memory

@@ -37,6 +37,7 @@ class Kind(str, Enum):
     HANDOVER = "handover"  # candidate: an output could not be handed over in device memory
     PARAMS = "params"  # candidate, judge: a digest of the model's parameters after construction
     TRIAL = "trial"  # candidate: one correctness trial ran
+    INPLACE = "inplace"  # candidate: the call pair around a partial in-place change of an input ran
     OBSERVED = "observed"  # candidate: PyTorch compute seen on the forward path
     STREAM_ORDER = "stream_order"  # candidate: the stream-order check's report
     TIMING = "timing"  # candidate: the timed loop's raw samples and spot-checked outputs
@@ -84,6 +85,7 @@ FIELDS: dict[Kind, Fields] = {
     Kind.HANDOVER: Fields({"note": str}),
     Kind.PARAMS: Fields({"digest": list}),
     Kind.TRIAL: Fields({"index": int, "mutated_inputs": list}),
+    Kind.INPLACE: Fields({"file": str, "input": int}),
     Kind.OBSERVED: Fields({"torch_compute": dict}),
     Kind.STREAM_ORDER: Fields(_ORDER),
     Kind.TIMING: Fields({"samples_ms": list, "spots": list, "late": int, "unjoined": int}),

@@ -17,6 +17,7 @@ from kernelsearch.evaluator.worker.common import (
 )
 from kernelsearch.records.jobs import JudgeJob
 from kernelsearch.records.protocol import Kind
+from kernelsearch.records.result import TrialCheck
 
 
 def run_judge(job: JudgeJob, ch: Channel) -> None:
@@ -74,6 +75,11 @@ def run_judge(job: JudgeJob, ch: Channel) -> None:
         check("stream order", order["file"], order["seed"],
               "wrong when its side streams run late (the caller's stream read their results without waiting "
               "for them): ")
+    if job.check_inplace:
+        c = _inplace_check(job, problem, model, reference, load,
+                           lambda got, ref: compare("", got, ref, atol, rtol, guard_vacuous=vacuity))
+        if c is not None:
+            ch.send(Kind.CHECK, **c.__dict__)
     for spot in job.check_spots:
         check(f"timed call (input set {spot['input_set']})", spot["file"], job.timing_seeds[spot["input_set"]],
               "output of a timed call is wrong: ")
@@ -90,6 +96,43 @@ def run_judge(job: JudgeJob, ch: Channel) -> None:
         for kind, stats, error in baseline_timings(model, sets, inputs_for, device, tcfg, hooks, compile_too):
             ch.send(Kind.BASELINE, kind=kind, stats=stats, **({"error": error} if error else {}))
     ch.send(Kind.DONE)
+
+
+def _inplace_check(job: dict, problem, model, reference, load, compare_with) -> TrialCheck | None:
+    """The output after the partial in-place change (worker/inplace.py), against the reference
+    on the same changed input; if it is wrong but matches the reference on the unchanged input,
+    it is stale and the check's tag says so (the verdict rejects it, verdict/decide.py). None:
+    no input could be changed, as the worker said."""
+    import torch
+
+    from kernelsearch.evaluator.config import INPLACE_TAG, STALE_TAG
+    from kernelsearch.evaluator.worker import inplace
+
+    spec = job.check_inplace
+    first, second = spec["seeds"]
+    device, dist, prec = job.device, job.distribution, job.precision
+    args = make_inputs(problem, first, device, dist, prec)
+    donor = make_inputs(problem, second, device, dist, prec)
+    change = inplace.plan(args, donor, second)
+    if change is None:  # no input to change: the honest worker makes the same plan and reports no output
+        return None if not spec["reported"] else TrialCheck(
+            "in-place change", False, "the worker reported an in-place change where the harness makes none (forged)")
+    inplace.apply(args, inplace.values(donor, change), change)
+    del donor
+    tag = f"{INPLACE_TAG}{change.index}"
+    got, why = load(spec["file"])
+    if got is None:
+        return TrialCheck(tag, False, why)
+    with torch.no_grad():
+        out = model(*args)
+    del args
+    c = compare_with(got, [out] if isinstance(out, torch.Tensor) else list(out))
+    del out
+    c.tag = tag
+    if not c.ok and compare_with(got, reference(first)).ok:
+        c.tag = f"{STALE_TAG}{change.index}"
+        c.reason = "it equals the output for the input before the change: " + c.reason
+    return c
 
 
 def baseline_timings(model, sets: list, inputs_for, device: str, tcfg, hooks: dict, compile_too: bool):

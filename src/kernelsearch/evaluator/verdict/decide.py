@@ -14,7 +14,7 @@ import signal
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kernelsearch.evaluator.config import EvalConfig, Limits, TimingConfig
+from kernelsearch.evaluator.config import STALE_TAG, EvalConfig, Limits, TimingConfig
 from kernelsearch.evaluator.timing.library import library_share
 from kernelsearch.evaluator.verdict.protocol import protocol_violation
 from kernelsearch.evaluator.verdict.roofline import impossible
@@ -191,10 +191,11 @@ def build_failure(out: WorkerOutcome | None, limits: Limits) -> Verdict | None:
 
 
 def forged(messages: list[dict], trials: int, timing: TimingConfig, n_timing: int, n_order: int,
-           refused: str = "") -> Verdict | None:
+           refused: str = "", inplace: bool = False) -> Verdict | None:
     """A report the harness could not have sent (verdict/protocol.py; ``refused``: why the parent
-    refused a message on receipt, records/protocol.py): ``rejected``."""
-    why = protocol_violation(messages, trials, timing, n_timing, n_order, refused=refused)
+    refused a message on receipt, records/protocol.py; ``inplace``: the in-place pair was asked
+    for): ``rejected``."""
+    why = protocol_violation(messages, trials, timing, n_timing, n_order, refused=refused, inplace=inplace)
     return Verdict(Status.REJECTED, why, code=Code.FORGED_REPORT) if why else None
 
 
@@ -291,7 +292,7 @@ def checks_verdict(checks: list[TrialCheck], expected: int, mutated: list[dict],
     if mutated:
         args = sorted({i for m in mutated for i in m["mutated_inputs"]})
         return Verdict(Status.INCORRECT, f"forward modified its input argument(s) {args}", code=Code.INPUT_MUTATION)
-    failed = [c for c in checks if not c.ok]
+    failed = [c for c in checks if not c.ok and not c.tag.startswith(STALE_TAG)]  # stale_output's
     if failed:  # before the count: a trial that failed leaves checks that build on it undone
         first = failed[0]
         hint = init_difference(cand_digest, judge_digest)
@@ -302,6 +303,19 @@ def checks_verdict(checks: list[TrialCheck], expected: int, mutated: list[dict],
     if len(checks) < expected:
         return Verdict(Status.CRASHED, "the judge did not check every output", code=Code.MISSING_CHECKS)
     return None
+
+
+def stale_output(checks: list[TrialCheck]) -> Verdict | None:
+    """The output after a partial in-place change of an input (same tensor, same address, its
+    head kept) that matched the reference on the input before the change, not after it: a
+    result cached by address and a sample of the contents, stale for a caller who updates a
+    tensor in place (worker/inplace.py, judge/run.py): ``rejected``."""
+    stale = next((c for c in checks if not c.ok and c.tag.startswith(STALE_TAG)), None)
+    if stale is None:
+        return None
+    which = stale.tag.removeprefix(STALE_TAG)
+    return Verdict(Status.REJECTED, f"the output did not follow a partial in-place change of input {which} "
+                   "(a stale, cached result)", code=Code.STALE_OUTPUT)
 
 
 def profile_mismatch(profile: dict | None, timing: TimingStats | None) -> Verdict | None:

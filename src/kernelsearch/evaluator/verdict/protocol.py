@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import re
 
-from kernelsearch.evaluator.config import ORDER_FILE, TimingConfig
+from kernelsearch.evaluator.config import INPLACE_FILE, ORDER_FILE, TimingConfig
 from kernelsearch.records.protocol import Kind
 
-_ONCE = (Kind.BUILT, Kind.TIMING, Kind.DONE, Kind.OBSERVED, Kind.PROFILE, Kind.STREAM_ORDER, Kind.PARAMS)
+_ONCE = (Kind.BUILT, Kind.TIMING, Kind.DONE, Kind.OBSERVED, Kind.PROFILE, Kind.STREAM_ORDER, Kind.PARAMS, Kind.INPLACE)
 _SPOT_FILE = re.compile(r"timed\d+\.kst")
 
 
 def protocol_violation(messages: list[dict], trials: int, timing: TimingConfig, n_seeds: int,
-                       order_seeds: int = 0, refused: str = "") -> str:
+                       order_seeds: int = 0, refused: str = "", inplace: bool = False) -> str:
     """A reason if the messages cannot have come from the honest worker, else "".
     ``order_seeds``: inputs the job gave the stream-order check (0: no check asked for);
-    ``refused``: why a message was refused on receipt (``WorkerOutcome.protocol_error``)."""
+    ``refused``: why a message was refused on receipt (``WorkerOutcome.protocol_error``);
+    ``inplace``: the job asked for the in-place change's call pair."""
     if refused:
         return f"the result channel carries {refused} (forged by the candidate)"
     events = [m.get("event") for m in messages]
@@ -33,7 +34,7 @@ def protocol_violation(messages: list[dict], trials: int, timing: TimingConfig, 
     indices = [m.get("index") for m in messages if m.get("event") == Kind.TRIAL]
     if indices != list(range(trials)):
         return f"the result channel reports trials {indices[:8]}, expected 0..{trials - 1} once each (forged)"
-    forged = _stream_order_violation(messages, order_seeds)
+    forged = _stream_order_violation(messages, order_seeds) or _inplace_violation(messages, inplace)
     if forged:
         return forged
     timed = next((m for m in messages if m.get("event") == Kind.TIMING), None)
@@ -44,6 +45,8 @@ def protocol_violation(messages: list[dict], trials: int, timing: TimingConfig, 
         return "the timing report arrived before the correctness trials finished (forged by the candidate)"
     if order_seeds and Kind.STREAM_ORDER not in order:
         return "the timing report arrived without the stream-order check's report (forged by the candidate)"
+    if inplace and Kind.INPLACE not in events:
+        return "the timing report arrived without the in-place change's report (forged by the candidate)"
     samples, spots = timed.get("samples_ms"), timed.get("spots")
     if not isinstance(samples, list) or not isinstance(spots, list):
         return "the timing report is malformed (forged by the candidate)"
@@ -83,4 +86,22 @@ def _stream_order_violation(messages: list[dict], order_seeds: int) -> str:
         return f"the stream-order report names input {k!r}, which the harness did not give it (forged)"
     if report.get("file") != ORDER_FILE:
         return f"the stream-order report names output file {report.get('file')!r} (forged by the candidate)"
+    return ""
+
+
+def _inplace_violation(messages: list[dict], asked: bool) -> str:
+    """The in-place change's report: only when asked for, after the last trial and before the
+    trials' end (``observed``), naming its one file (or none: no input could be changed)."""
+    events = [m.get("event") for m in messages]
+    if Kind.INPLACE not in events:
+        return ""
+    at = events.index(Kind.INPLACE)
+    if not asked:
+        return "the result channel carries an in-place change report the harness did not ask for (forged)"
+    last_trial = max((i for i, e in enumerate(events) if e == Kind.TRIAL), default=-1)
+    if at < last_trial or (Kind.OBSERVED in events and events.index(Kind.OBSERVED) < at):
+        return "the in-place change report arrived out of order (forged by the candidate)"
+    f, k = messages[at].get("file"), messages[at].get("input")
+    if not ((f == INPLACE_FILE and type(k) is int and k >= 0) or (f == "" and k == -1)):
+        return f"the in-place change report names output file {f!r} of input {k!r} (forged by the candidate)"
     return ""

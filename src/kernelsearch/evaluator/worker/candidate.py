@@ -168,6 +168,10 @@ def run_candidate(job: CandidateJob, ch: Channel) -> None:
                 keep(out2, fp2, "the determinism run")
                 del out2, again
             del out, inputs, originals
+        if job.inplace_seeds:
+            phase = "in-place change"
+            _inplace_pair(call, problem, job, ch, hand, keep)
+            phase = "correctness"
         ch.send(Kind.OBSERVED, torch_compute=dict(observer.seen))
         if device == "cuda" and job.order_seeds and not job.skip_timing:
             phase = "stream order"
@@ -197,6 +201,36 @@ def run_candidate(job: CandidateJob, ch: Channel) -> None:
                 traceback=tail(traceback.format_exc()), code=_error_code(kind, e).value)
         return
     ch.send(Kind.DONE)
+
+
+def _inplace_pair(call, problem, job: CandidateJob, ch: Channel, hand, keep) -> None:
+    """The partial in-place change check (worker/inplace.py): forward on fresh inputs, then part
+    of one input rewritten in place and forward again; the second output goes to the judge,
+    which makes the same change to the same inputs."""
+    from kernelsearch.evaluator.config import INPLACE_FILE
+    from kernelsearch.evaluator.worker import inplace
+
+    device, dist, prec = job.device, job.distribution, job.precision
+    first, second = job.inplace_seeds
+    args = make_inputs(problem, first, device, dist, prec)
+    donor = make_inputs(problem, second, device, dist, prec)
+    change = inplace.plan(args, donor, second)
+    if change is None:
+        ch.send(Kind.INPLACE, file="", input=-1)
+        return
+    fresh = inplace.values(donor, change)
+    del donor
+    _poison(device, max(64 << 20, 2 * _nbytes(args)))
+    # its output is not kept for rechecking: one that is its input (an identity) changes with it
+    out, _ = call(args, "the call before an in-place change")
+    del out
+    inplace.apply(args, fresh, change)
+    del fresh
+    _poison(device, max(64 << 20, 2 * _nbytes(args)))
+    out2, fp2 = call(args, f"the call after an in-place change of input {change.index}")
+    hand(INPLACE_FILE, out2)
+    keep(out2, fp2, "the call after an in-place change")
+    ch.send(Kind.INPLACE, file=INPLACE_FILE, input=change.index)
 
 
 def _stream_order(check, model, problem, job: CandidateJob, ch: Channel, before, after, hand) -> None:
