@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             if previous.get(item.key, {}).get("error") != f"failed to load: {error}":
                 append(out, {"key": item.key, "error": f"failed to load: {error}"})
             continue
-        init_seed, _, timing_seeds, _ = draw_seeds(config, 0)
+        init_seed, _, timing_seeds, _, _ = draw_seeds(config, 0)
         jobs.append({"key": item.key, "n": n, "path": str(problem.path), "init_seed": init_seed,
                      "timing_seeds": timing_seeds, "timing": asdict(config.timing), "device": device,
                      "need": device_need(problem, device, home)})

@@ -188,7 +188,7 @@ def test_a_forged_handover_fails_the_check(cpu_config, archive, device_path_open
     r = ev.evaluate(load_problem(PROBLEM), Candidate(source=FORGER, backend="torch", name="forger"), config, archive)
     assert r.status is Status.INCORRECT, (r.status, r.reason)
     assert "trial0: output handed over in device memory unreadable" in r.reason
-    assert r.handover == "device 1/7"
+    assert r.handover == "device 1/8"  # one output more than before: the in-place pair
     assert archive.integrity_ok()
 
 

@@ -36,8 +36,8 @@ EXIT_STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (ProblemError, 2),  # a malformed problem named directly
     (NoRun, 2),  # RUN_DIR holds no run
     (RunBusy, 2),  # another session is working on the run
-    (LoadFailed, 3),  # some problem files of a directory failed to load; the rest were processed
-    (ProblemsFailed, 3),  # none of a directory's problem files loaded
+    (LoadFailed, LoadFailed.status),  # some problem files of a directory failed to load; the rest were processed
+    (ProblemsFailed, LoadFailed.status),  # none of a directory's problem files loaded
     (KeyboardInterrupt, 130),
 )
 # what each status means, for --help (plain: argparse prints it as it is) and docs/commands.md
