@@ -26,18 +26,23 @@ class JobError(ValueError):
     """A job that its role does not have: unknown role, a field missing, unknown or ill-typed."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class Job:
-    """What every worker job has. ``ROLE`` names the worker role (records.protocol.Role) that
-    runs it."""
-
-    ROLE: ClassVar[str] = ""
-    device: Device
+@dataclass(frozen=True)
+class _Checked:
+    """A record whose fields are type-checked when it is made (``_type_error``)."""
 
     def __post_init__(self) -> None:
         why = _type_error(self)
         if why:
             raise JobError(why)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job(_Checked):
+    """What every worker job has. ``ROLE`` names the worker role (records.protocol.Role) that
+    runs it."""
+
+    ROLE: ClassVar[str] = ""
+    device: Device
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,7 +124,7 @@ class CeilingsJob(Job):
 
 
 @dataclass(frozen=True)
-class LintItem:
+class LintItem(_Checked):
     """One problem for the linter."""
 
     index: int
@@ -127,11 +132,6 @@ class LintItem:
     atol: float
     rtol: float
     precision: str | None = None
-
-    def __post_init__(self) -> None:
-        why = _type_error(self)
-        if why:
-            raise JobError(why)
 
 
 @dataclass(frozen=True, kw_only=True)
